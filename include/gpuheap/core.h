@@ -1,0 +1,199 @@
+/* gpuheap: one lane's allocation and free, the same on device and CPU.
+ *
+ * The CPU build runs exactly this; the GPU runs the warp layer (warp.cuh),
+ * which does the same steps for a group of lanes at once and falls back to
+ * these functions for what it does not aggregate. A request of n chunks of a
+ * class is served, in order, from:
+ *   1. the page in the caller's hint slot (one fetch-add, one fetch-or), or
+ *      the page someone installed there since;
+ *   2. a free page near the slot's frame hint or at random words
+ *      (gh_page_claim_one), formatted for the class, pinned and installed as
+ *      the slot's hint;
+ *   3. a page of the class with room, found by random probes of xcount;
+ *   4. the sweeps: every word of the page bitmap, empty pages stolen from
+ *      hint slots, every page of the class.
+ * Only when all of these find nothing is NULL returned.
+ */
+#ifndef GPUHEAP_CORE_H
+#define GPUHEAP_CORE_H
+
+#include "run.h"
+
+/* A reservation of `left` chunks on `page`, to be taken bit by bit. */
+typedef struct gh_grant_s {
+  uint32_t page;
+  uint32_t left;
+  uint32_t cursor;
+  uint32_t seen;
+} gh_grant_t;
+
+GH_FN void gh_grant_set(const gh_dheap_t* h, gh_grant_t* g, uint32_t p, uint32_t cls, uint32_t k, uint32_t used_before) {
+  g->page = p;
+  g->left = k;
+  g->cursor = gh_chunks_cursor(&h->classes[cls], used_before);
+  g->seen = gh_chunks_seen(used_before);
+}
+
+GH_FN void* gh_chunk_ptr(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t idx) {
+  return gh_page_ptr(h, p) + (size_t)idx * h->classes[cls].size;
+}
+
+/* Step 1: reserve from the hint slot's page. */
+GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, uint32_t* hint_seen,
+                                  gh_grant_t* g) {
+  const uint32_t p = gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot));
+  *hint_seen = p;
+  if (p == GH_NO_PAGE) return 0;
+  uint32_t used = 0;
+  const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
+  if (k) gh_grant_set(h, g, p, cls, k, used);
+  return k;
+}
+
+/* A freshly claimed page p: format it with a reservation of n chunks. If
+ * chunks are left over, pin it and make it the slot's hint in place of
+ * hint_seen. */
+GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t slot, uint32_t n,
+                                      uint32_t hint_seen, gh_grant_t* g) {
+  const uint32_t per_page = h->classes[cls].per_page;
+  const uint32_t k = n < per_page ? n : per_page;
+  const bool pin = k < per_page;
+  gh_page_format(h, p, cls, slot, k, pin);
+  gh_grant_set(h, g, p, cls, k, 0);
+  if (pin) gh_hint_install(h, cls, slot, hint_seen, p);
+  return k;
+}
+
+/* Steps 3 and 4a: a page of class cls with room, by `count` probes of pages
+ * from p0 (random: p0 drawn anew each probe; sweep: consecutive). */
+GH_FN uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, uint32_t n, gh_rng_t* rng, bool sweep,
+                                        gh_grant_t* g, uint32_t* probes) {
+  const uint32_t per_page = h->classes[cls].per_page;
+  const uint32_t want = GH_COUNT_OPEN | gh_count_class(cls);
+  const uint32_t count = sweep ? h->n_pages : h->probe_limit;
+  uint32_t p = gh_rng_below(rng, h->n_pages);
+  for (uint32_t i = 0; i < count; i++) {
+    if (!sweep) p = gh_rng_below(rng, h->n_pages);
+    (*probes)++;
+    const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
+    if ((c & (GH_COUNT_OPEN | GH_COUNT_CLASS_MASK)) == want && (c & GH_COUNT_USED_MASK) < per_page) {
+      uint32_t used = 0;
+      const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
+      if (k) {
+        gh_grant_set(h, g, p, cls, k, used);
+        return k;
+      }
+    }
+    if (sweep) p = (p + 1u == h->n_pages) ? 0u : p + 1u;
+  }
+  return 0;
+}
+
+/* Steps 2 to 4 for one lane: a grant of up to n chunks, or 0 if full. */
+GH_FN uint32_t gh_grant_slow(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, uint32_t hint_seen,
+                             gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
+  /* Someone may have installed a fresh hint since we looked. */
+  const uint32_t now = gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot));
+  if (now != hint_seen && now != GH_NO_PAGE) {
+    uint32_t used = 0;
+    const uint32_t k = gh_page_reserve(h, now, cls, n, &used);
+    if (k) {
+      gh_grant_set(h, g, now, cls, k, used);
+      return k;
+    }
+    hint_seen = now;
+  }
+  /* A new page while free ones are easy to find; then pages of the class
+   * with room; then the sweeps. */
+  uint32_t p = gh_page_claim_one(h, slot, false, rng, probes);
+  if (p != GH_NO_PAGE) return gh_grant_from_new_page(h, p, cls, slot, n, hint_seen, g);
+  const uint32_t k = gh_grant_from_class_page(h, cls, n, rng, false, g, probes);
+  if (k) return k;
+  p = gh_page_claim_one(h, slot, true, rng, probes);
+  if (p != GH_NO_PAGE) return gh_grant_from_new_page(h, p, cls, slot, n, hint_seen, g);
+  return gh_grant_from_class_page(h, cls, n, rng, true, g, probes);
+}
+
+/* Pages for a request of `size` bytes served as a run. */
+GH_FN uint32_t gh_run_pages(const gh_dheap_t* h, size_t size) {
+  const size_t pages = (size + ((size_t)1 << h->page_shift) - 1u) >> h->page_shift;
+  return pages > h->n_pages ? 0u : (uint32_t)pages;
+}
+
+/* One lane's malloc. size 0 is served as 1 byte (a unique pointer). */
+GH_FN void* gh_lane_malloc(const gh_dheap_t* h, size_t size, uint32_t slot, gh_rng_t* rng, uint32_t* probes) {
+  if (size > h->max_chunk) {
+    const uint32_t n = gh_run_pages(h, size);
+    if (n == 0u) return NULL;
+    const uint32_t s = n == 1u ? gh_page_claim_one(h, slot, true, rng, probes) : gh_run_alloc(h, n, rng, probes);
+    if (s == GH_NO_PAGE) return NULL;
+    gh_run_mark(h, s, n);
+    return gh_page_ptr(h, s);
+  }
+  const uint32_t cls = gh_size_to_class((uint32_t)size);
+  gh_grant_t g;
+  uint32_t hint_seen;
+  if (!gh_grant_from_hint(h, cls, slot, 1, &hint_seen, &g) &&
+      !gh_grant_slow(h, cls, slot, 1, hint_seen, rng, &g, probes))
+    return NULL;
+  const uint32_t bit = gh_chunks_take(h, g.page, &h->classes[cls], &g.left, &g.cursor, &g.seen);
+  return gh_chunk_ptr(h, g.page, cls, g.cursor * 32u + gh_ctz(bit));
+}
+
+/* Where a pointer lies: the page, and for chunk pages the bitmap word and bit.
+ * Returns the page's xstate kind, or 0 with *err set for a bad pointer. */
+typedef struct gh_where_s {
+  uint32_t page;
+  uint32_t state;
+  uint32_t word;
+  uint32_t bit;
+} gh_where_t;
+
+GH_FN uint32_t gh_locate(const gh_dheap_t* h, const void* ptr, gh_where_t* at, int* err) {
+  const size_t off = (size_t)((const uint8_t*)ptr - h->base);
+  if ((const uint8_t*)ptr < h->base || off >= ((size_t)h->n_pages << h->page_shift)) {
+    *err = GH_ERRC_FOREIGN;
+    return 0;
+  }
+  at->page = (uint32_t)(off >> h->page_shift);
+  at->state = gh_atomic_load_relaxed(&h->xstate[at->page]);
+  const uint32_t in_page = (uint32_t)(off & (((size_t)1 << h->page_shift) - 1u));
+  const uint32_t kind = gh_state_kind(at->state);
+  if (kind == GH_STATE_KIND_CHUNK) {
+    const gh_class_t* cl = &h->classes[gh_state_class(at->state)];
+    const uint32_t idx = gh_class_div(cl, in_page);
+    if (idx * cl->size != in_page || idx >= cl->per_page) {
+      *err = GH_ERRC_FOREIGN;
+      return 0;
+    }
+    at->word = idx >> 5;
+    at->bit = 1u << (idx & 31u);
+    return kind;
+  }
+  if (kind == GH_STATE_KIND_HEAD && in_page == 0u) return kind;
+  /* A page start with no owner was freed already; anything else (inside a
+   * run, misaligned) was never handed out. */
+  const bool owned = (gh_atomic_load_relaxed(&h->xpages[at->page >> 5]) >> (at->page & 31u)) & 1u;
+  *err = (kind == GH_STATE_FREE && !owned && in_page == 0u) ? GH_ERRC_DOUBLE_FREE : GH_ERRC_FOREIGN;
+  return 0;
+}
+
+/* One lane's free; NULL does nothing, bad pointers are counted and ignored. */
+GH_FN void gh_lane_free(const gh_dheap_t* h, void* ptr) {
+  if (ptr == NULL) return;
+  gh_where_t at;
+  int err = GH_ERRC_FOREIGN;
+  const uint32_t kind = gh_locate(h, ptr, &at, &err);
+  if (kind == GH_STATE_KIND_CHUNK) {
+    if (gh_chunks_release(h, at.page, at.word, at.bit))
+      gh_page_unreserve(h, at.page, 1);
+    else
+      gh_count_error(h, GH_ERRC_DOUBLE_FREE);
+  } else if (kind == GH_STATE_KIND_HEAD) {
+    if (!gh_run_free(h, at.page, at.state)) gh_count_error(h, GH_ERRC_DOUBLE_FREE);
+  } else {
+    gh_count_error(h, err);
+  }
+}
+
+#endif /* GPUHEAP_CORE_H */

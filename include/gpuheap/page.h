@@ -1,0 +1,173 @@
+/* gpuheap: the page-state protocol of chunk pages.
+ *
+ * Model: proofs/spin/page.pml checks this protocol (reserve, format, take,
+ * release, close, pin and hint install, and the runs of run.h) for 3 threads
+ * and 2 pages; each function below names the process of the model it is.
+ *
+ * A chunk page lives through: claimed (page bit set by gh_pages_claim, run.h)
+ * -> formatted (gh_page_format: xstate, then OPEN|class|n in xcount) ->
+ * reserved from and released to any number of times -> closed (the one
+ * thread whose CAS moves xcount from OPEN|class|0 to 0) -> free (xstate FREE,
+ * page bit cleared).
+ *
+ * Reservation before bits: a lane first reserves k chunks by adding to used
+ * (gh_page_reserve), then takes k bits (gh_chunks_take); a release clears bits
+ * first and then subtracts (gh_chunks_release, gh_page_unreserve). Hence the
+ * number of set bits never exceeds used, and a reservation always finds its
+ * bits. The race between "page became empty" and "chunk reserved" is decided
+ * on the one word xcount: close is a CAS from exactly OPEN|class|0, and a
+ * reservation is a fetch-add whose returned value shows whether the page was
+ * open and of the right class. A reservation that lost (page closed, wrong
+ * class, full) subtracts what it added; whoever brings used to zero on an
+ * open, unpinned page tries to close it, so no empty page is lost.
+ */
+#ifndef GPUHEAP_PAGE_H
+#define GPUHEAP_PAGE_H
+
+#include "atomic.h"
+#include "bits.h"
+#include "sizeclass.h"
+#include "types.h"
+
+GH_FN uint8_t* gh_page_ptr(const gh_dheap_t* h, uint32_t p) { return h->base + ((size_t)p << h->page_shift); }
+GH_FN uint32_t* gh_chunk_bitmap(const gh_dheap_t* h, uint32_t p) { return h->xchunks + (size_t)p * h->chunk_words; }
+
+GH_FN void gh_count_error(const gh_dheap_t* h, int which) { gh_atomic_add64_relaxed(&h->xerrors[which], 1); }
+
+/* Page bitmap: claim the bits of want that are free; returns those claimed. */
+GH_FN uint32_t gh_pages_claim(const gh_dheap_t* h, uint32_t w, uint32_t want) {
+  return want & ~gh_atomic_or_acquire(&h->xpages[w], want);
+}
+
+GH_FN void gh_pages_release(const gh_dheap_t* h, uint32_t w, uint32_t mask) {
+  const uint32_t old = gh_atomic_and_release(&h->xpages[w], ~mask);
+  gh_assert_internal((old & mask) == mask);
+  (void)old;
+}
+
+/* Close an empty page: model process `close`. `seen` is the xcount value
+ * OPEN|class|0 that the caller brought about. Only one CAS can succeed; the
+ * winner frees the page. A failed CAS means someone reserved in between, and
+ * the page lives on (that someone will bring used to zero again). */
+GH_FN void gh_page_try_close(const gh_dheap_t* h, uint32_t p, uint32_t seen) {
+  if (!gh_atomic_cas_acq_rel(&h->xcount[p], &seen, 0u)) return;
+#if GH_CHECKED
+  {
+    const uint32_t* bm = gh_chunk_bitmap(h, p);
+    for (uint32_t i = 0; i < h->chunk_words; i++) gh_assert_expensive(gh_atomic_load_relaxed(&bm[i]) == 0u);
+  }
+#endif
+  gh_atomic_store_relaxed(&h->xstate[p], GH_STATE_FREE);
+  gh_pages_release(h, p >> 5, 1u << (p & 31u)); /* release: publishes FREE and the empty bitmap */
+}
+
+/* After subtracting from xcount: close the page if the result is empty. */
+GH_FN void gh_page_settle(const gh_dheap_t* h, uint32_t p, uint32_t now) {
+  if ((now & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) == GH_COUNT_OPEN) gh_page_try_close(h, p, now);
+}
+
+/* Give back k reserved chunks (or undo a reservation): model `unreserve`. */
+GH_FN void gh_page_unreserve(const gh_dheap_t* h, uint32_t p, uint32_t k) {
+  const uint32_t old = gh_atomic_sub_acq_rel(&h->xcount[p], k);
+  gh_page_settle(h, p, old - k);
+}
+
+/* Reserve up to n chunks of class cls on page p: model `reserve`. Returns
+ * how many (0 if the page is closed, of another class or full) and in
+ * *used_before the count before ours, a guess of where free bits start. */
+GH_FN uint32_t gh_page_reserve(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t n, uint32_t* used_before) {
+  const uint32_t per_page = h->classes[cls].per_page;
+  const uint32_t old = gh_atomic_add_acquire(&h->xcount[p], n);
+  const uint32_t used = old & GH_COUNT_USED_MASK;
+  if ((old & (GH_COUNT_OPEN | GH_COUNT_CLASS_MASK)) != (GH_COUNT_OPEN | gh_count_class(cls)) || used >= per_page) {
+    gh_page_unreserve(h, p, n);
+    return 0;
+  }
+  const uint32_t k = (n <= per_page - used) ? n : per_page - used;
+  if (k < n) gh_page_unreserve(h, p, n - k);
+  *used_before = used;
+  return k;
+}
+
+/* Format a page the caller has claimed (page bit set by it, xcount 0 up to
+ * transients) for class cls, reserving n chunks for the caller and, with pin,
+ * holding it for hint slot `slot`: model `format`. */
+GH_FN void gh_page_format(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t slot, uint32_t n, bool pin) {
+  gh_assert_internal(n <= h->classes[cls].per_page);
+  gh_atomic_store_relaxed(&h->xstate[p], gh_state_chunk(cls, slot));
+  gh_atomic_add_release(&h->xcount[p], GH_COUNT_OPEN | (pin ? GH_COUNT_PINNED : 0u) | gh_count_class(cls) | n);
+}
+
+/* Drop the pin of a page that the caller removed from its hint slot (or
+ * failed to install): model `unpin`. */
+GH_FN void gh_page_unpin(const gh_dheap_t* h, uint32_t p) {
+  const uint32_t old = gh_atomic_sub_acq_rel(&h->xcount[p], GH_COUNT_PINNED);
+  gh_assert_internal((old & (GH_COUNT_OPEN | GH_COUNT_PINNED)) == (GH_COUNT_OPEN | GH_COUNT_PINNED));
+  gh_page_settle(h, p, old - GH_COUNT_PINNED);
+}
+
+GH_FN uint32_t* gh_hint_slot(const gh_dheap_t* h, uint32_t cls, uint32_t slot) {
+  return &h->xhints[(size_t)cls * h->n_slots + slot];
+}
+
+/* Put pinned page p_new in the slot where p_old was seen: model `install`.
+ * The winner of the CAS owns p_old's pin and drops it; a loser drops the pin
+ * of its own page, which stays an ordinary page with free chunks. */
+GH_FN void gh_hint_install(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t p_old, uint32_t p_new) {
+  uint32_t expected = p_old;
+  if (gh_atomic_cas_acq_rel(gh_hint_slot(h, cls, slot), &expected, p_new)) {
+    if (p_old != GH_NO_PAGE) gh_page_unpin(h, p_old);
+  } else {
+    gh_page_unpin(h, p_new);
+  }
+}
+
+/* Take up to *left of the chunks reserved on page p, from one bitmap word:
+ * model `take`. Starts at word *cursor with a guess of which bits are taken
+ * (*seen_io, e.g. the bump position implied by used_before) and learns the
+ * word's real value from each fetch-or, so it never loads a word separately;
+ * *seen_io is left holding what is known of word *cursor for the next call.
+ * A fetch-or that finds some wanted bits already set takes the rest: it only
+ * sets bits, so bits owned by others are left as they were. Returns the bits
+ * taken (never 0) and their word in *cursor. Terminates because the
+ * reservation guarantees *left free bits in the page. */
+GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t* cl, uint32_t* left, uint32_t* cursor,
+                              uint32_t* seen_io) {
+  uint32_t* bm = gh_chunk_bitmap(h, p);
+  uint32_t w = *cursor, seen = *seen_io;
+  for (;;) {
+    const uint32_t valid = (w + 1u) * 32u <= cl->per_page ? 0xFFFFFFFFu : gh_bit_range(0, cl->per_page - w * 32u);
+    const uint32_t free = ~seen & valid;
+    if (free == 0u) {
+      w = (w + 1u == cl->words) ? 0u : w + 1u;
+      seen = 0u;
+      continue;
+    }
+    const uint32_t want = gh_lowest_bits(free, *left);
+    const uint32_t old = gh_atomic_or_acquire(&bm[w], want);
+    const uint32_t got = want & ~old;
+    if (got) {
+      *left -= gh_popc(got);
+      *cursor = w;
+      *seen_io = old | want;
+      return got;
+    }
+    seen = old | want;
+  }
+}
+
+/* Where a reservation made at used_before should start looking. */
+GH_FN uint32_t gh_chunks_cursor(const gh_class_t* cl, uint32_t used_before) {
+  return used_before < cl->per_page ? used_before >> 5 : 0u;
+}
+GH_FN uint32_t gh_chunks_seen(uint32_t used_before) { return gh_bit_range(0, used_before & 31u); }
+
+/* Clear chunk bits (one word) of page p: model `release`. Returns the bits
+ * that were set; the others were already free (a double free). The caller
+ * then gives back popcount(returned) with gh_page_unreserve. */
+GH_FN uint32_t gh_chunks_release(const gh_dheap_t* h, uint32_t p, uint32_t w, uint32_t mask) {
+  const uint32_t old = gh_atomic_and_release(&gh_chunk_bitmap(h, p)[w], ~mask);
+  return old & mask;
+}
+
+#endif /* GPUHEAP_PAGE_H */

@@ -1,0 +1,212 @@
+/* gpuheap: runs of pages, and the search over the page bitmap.
+ *
+ * A run of n pages is claimed word by word in ascending order, each word by
+ * CAS on exactly its bits; if a word's bits are no longer free, the words
+ * already claimed are given back and the search goes on. No thread ever waits
+ * for another, so claims cannot deadlock. The run's first page records its
+ * length in xstate (HEAD); freeing is a CAS from that HEAD to FREE, so of two
+ * frees of one run only one clears the bits.
+ *
+ * Search: random probes over the page bitmap (h->probe_limit words), then a
+ * deterministic sweep of every word from a random start. In the sweep a run
+ * is found whenever the bitmap, as read, has n free pages in a row, so a
+ * quiescent heap never returns NULL while it has room. Before giving up, the
+ * sweep takes back empty pages that only a hint slot still holds
+ * (gh_steal_pinned), since those are room too.
+ */
+#ifndef GPUHEAP_RUN_H
+#define GPUHEAP_RUN_H
+
+#include "page.h"
+#include "rng.h"
+
+/* Claim pages [s, s+n) or nothing: model `run_claim`. */
+GH_FN bool gh_run_claim(const gh_dheap_t* h, uint32_t s, uint32_t n) {
+  const uint32_t end = s + n;
+  uint32_t p = s;
+  while (p < end) {
+    const uint32_t w = p >> 5, lo = p & 31u;
+    const uint32_t cnt = (end - p < 32u - lo) ? end - p : 32u - lo;
+    const uint32_t mask = gh_bit_range(lo, cnt);
+    uint32_t v = gh_atomic_load_relaxed(&h->xpages[w]);
+    bool ok = false;
+    while ((v & mask) == 0u) {
+      if (gh_atomic_cas_acq_rel(&h->xpages[w], &v, v | mask)) {
+        ok = true;
+        break;
+      }
+    }
+    if (!ok) {
+      for (uint32_t q = s; q < p;) { /* give back the words already claimed */
+        const uint32_t qw = q >> 5, qlo = q & 31u;
+        const uint32_t qc = (p - q < 32u - qlo) ? p - q : 32u - qlo;
+        gh_pages_release(h, qw, gh_bit_range(qlo, qc));
+        q += qc;
+      }
+      return false;
+    }
+    p += cnt;
+  }
+  return true;
+}
+
+/* Scan `count` words from word `w0` (wrapping at the end, where runs break)
+ * for n free pages in a row; *next receives the word to resume from.
+ * Returns the first page of a run as read, or GH_NO_PAGE. *probes counts the
+ * words read. */
+GH_FN uint32_t gh_run_scan(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_t count, uint32_t* next,
+                           uint32_t* probes) {
+  uint32_t run = 0, start = 0, w = w0;
+  for (uint32_t i = 0; i < count; i++) {
+    if (w == 0) run = 0; /* runs do not wrap around the end of the heap */
+    const uint32_t v = gh_atomic_load_relaxed(&h->xpages[w]);
+    (*probes)++;
+    const uint32_t nw = (w + 1u == h->n_words) ? 0u : w + 1u;
+    if (v == 0u) {
+      if (run == 0) start = w << 5;
+      run += 32u;
+      if (run >= n) {
+        *next = nw;
+        return start;
+      }
+    } else {
+      const uint32_t low = gh_ctz(v); /* free pages at the bottom continue the run */
+      if (run + low >= n) {
+        *next = nw;
+        return run ? start : (w << 5);
+      }
+      if (n <= 32u) {
+        const uint32_t starts = gh_run_starts(~v, n);
+        if (starts) {
+          *next = nw;
+          return (w << 5) + gh_ctz(starts);
+        }
+      }
+#if GH_ON_DEVICE
+      const uint32_t high = (uint32_t)__clz(v);
+#else
+      const uint32_t high = (uint32_t)__builtin_clz(v);
+#endif
+      run = high;
+      start = (w << 5) + 32u - high;
+    }
+    w = nw;
+  }
+  *next = w;
+  return GH_NO_PAGE;
+}
+
+/* Find and claim n free pages in a row: `count` words from w0. */
+GH_FN uint32_t gh_run_find_claim(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_t count, uint32_t* probes) {
+  uint32_t w = w0, scanned = 0;
+  while (scanned < count) {
+    uint32_t next;
+    const uint32_t before = *probes;
+    const uint32_t s = gh_run_scan(h, n, w, count - scanned, &next, probes);
+    scanned += *probes - before;
+    if (s == GH_NO_PAGE) return GH_NO_PAGE;
+    if (s + n <= h->n_pages && gh_run_claim(h, s, n)) return s;
+    w = next; /* lost a race, or a run ending past the last page: go on */
+  }
+  return GH_NO_PAGE;
+}
+
+/* Empty chunk pages held only by a hint slot: take each out of its slot and
+ * drop its pin, which closes it. Returns how many were freed. Model `steal`. */
+GH_FN uint32_t gh_steal_pinned(const gh_dheap_t* h) {
+  uint32_t freed = 0;
+  for (uint32_t p = 0; p < h->n_pages; p++) {
+    const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
+    if ((c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) != (GH_COUNT_OPEN | GH_COUNT_PINNED)) continue;
+    const uint32_t st = gh_atomic_load_relaxed(&h->xstate[p]);
+    uint32_t expected = p;
+    if (gh_atomic_cas_acq_rel(gh_hint_slot(h, gh_state_class(st), gh_state_slot(st)), &expected, GH_NO_PAGE)) {
+      gh_page_unpin(h, p);
+      freed++;
+    }
+  }
+  return freed;
+}
+
+/* Claim the lowest free page of word w, whose value was read as v. */
+GH_FN uint32_t gh_page_claim_in_word(const gh_dheap_t* h, uint32_t w, uint32_t v) {
+  while (~v) {
+    const uint32_t bit = 1u << gh_ctz(~v);
+    const uint32_t old = gh_atomic_or_acquire(&h->xpages[w], bit);
+    if (!(old & bit)) return (w << 5) + gh_ctz(bit);
+    v = old | bit;
+  }
+  return GH_NO_PAGE;
+}
+
+/* Claim one free page for `slot`: first near its frame hint (probe_limit
+ * words from it), then at probe_limit random words, preferring words that
+ * already have pages in use, so whole free words stay free for runs; then a
+ * word with no page in use; then, with `sweep`, every word, then stealing.
+ * Model `page_claim` (with the preference abstracted away). */
+GH_FN uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool sweep, gh_rng_t* rng, uint32_t* probes) {
+  uint32_t* fhint = &h->xfhints[slot];
+  const uint32_t hint = gh_atomic_load_relaxed(fhint);
+  uint32_t empty = GH_NO_PAGE;
+  for (uint32_t phase = 0; phase < 2u; phase++) {
+    uint32_t w = phase == 0u && hint < h->n_words ? hint : gh_rng_below(rng, h->n_words);
+    if (phase == 0u && hint >= h->n_words) continue;
+    for (uint32_t i = 0; i < h->probe_limit; i++) {
+      if (phase == 1u) w = gh_rng_below(rng, h->n_words);
+      (*probes)++;
+      const uint32_t v = gh_atomic_load_relaxed(&h->xpages[w]);
+      if (v == 0u && empty == GH_NO_PAGE) empty = w;
+      if (v != 0u && ~v) {
+        const uint32_t p = gh_page_claim_in_word(h, w, v);
+        if (p != GH_NO_PAGE) {
+          if (w != hint) gh_atomic_store_relaxed(fhint, w);
+          return p;
+        }
+      }
+      if (phase == 0u) w = (w + 1u == h->n_words) ? 0u : w + 1u;
+    }
+  }
+  uint32_t p = empty != GH_NO_PAGE ? gh_page_claim_in_word(h, empty, 0u) : GH_NO_PAGE;
+  if (p == GH_NO_PAGE && !sweep) return p;
+  if (p == GH_NO_PAGE) p = gh_run_find_claim(h, 1, gh_rng_below(rng, h->n_words), h->n_words, probes);
+  if (p == GH_NO_PAGE && gh_steal_pinned(h) != 0u) p = gh_run_find_claim(h, 1, 0u, h->n_words, probes);
+  if (p != GH_NO_PAGE) gh_atomic_store_relaxed(fhint, p >> 5);
+  return p;
+}
+
+/* Claim n free pages in a row anywhere: random probes, then the sweep, then
+ * the sweep again after stealing empty pinned pages. GH_NO_PAGE: no room. */
+GH_FN uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng, uint32_t* probes) {
+  if (n == 0u || n > h->n_pages) return GH_NO_PAGE;
+  uint32_t s = gh_run_find_claim(h, n, gh_rng_below(rng, h->n_words), h->probe_limit, probes);
+  if (s == GH_NO_PAGE) s = gh_run_find_claim(h, n, gh_rng_below(rng, h->n_words), h->n_words + 1u, probes);
+  if (s == GH_NO_PAGE && gh_steal_pinned(h) != 0u) s = gh_run_find_claim(h, n, 0u, h->n_words + 1u, probes);
+  return s;
+}
+
+/* Mark a claimed run allocated: HEAD on its first page (and, in checked
+ * builds, BODY on the others so interior pointers are recognised). */
+GH_FN void gh_run_mark(const gh_dheap_t* h, uint32_t s, uint32_t n) {
+#if GH_CHECKED
+  for (uint32_t i = 1; i < n; i++) gh_atomic_store_relaxed(&h->xstate[s + i], gh_state_body(i));
+#endif
+  gh_atomic_store_release(&h->xstate[s], gh_state_head(n));
+}
+
+/* Free the run headed by page s whose HEAD was read as `head`: model
+ * `run_free`. false: someone else freed it first (a double free). */
+GH_FN bool gh_run_free(const gh_dheap_t* h, uint32_t s, uint32_t head) {
+  if (!gh_atomic_cas_acq_rel(&h->xstate[s], &head, GH_STATE_FREE)) return false;
+  const uint32_t n = gh_state_low(head), end = s + n;
+#if GH_CHECKED
+  for (uint32_t i = 1; i < n; i++) gh_atomic_store_relaxed(&h->xstate[s + i], GH_STATE_FREE);
+#endif
+  for (uint32_t p = s; p < end;) {
+    const uint32_t lo = p & 31u, cnt = (end - p < 32u - lo) ? end - p : 32u - lo;
+    gh_pages_release(h, p >> 5, gh_bit_range(lo, cnt));
+    p += cnt;
+  }
+  return true;
+}
+
+#endif /* GPUHEAP_RUN_H */

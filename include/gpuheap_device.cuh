@@ -1,0 +1,58 @@
+/* gpuheap: the device API. Include in CUDA sources that allocate in kernels.
+ *
+ *   __device__ void* gh_malloc(size_t size);   from the attached heap
+ *   __device__ void  gh_free(void* ptr);
+ *   __device__ void* gh_heap_malloc(const gh_dheap_t* heap, size_t size);
+ *   __device__ void  gh_heap_free(const gh_dheap_t* heap, void* ptr);
+ *   __device__ void* gh_heap_malloc_probed(const gh_dheap_t* heap, size_t size, uint32_t* probes);
+ *   __host__   int   gh_device_attach(const gh_heap_t* heap);  makes it the heap of gh_malloc
+ *
+ * Semantics: pointers are 16-byte aligned; gh_malloc(0) returns a unique
+ * pointer of the smallest class (free it like any other); requests above the
+ * largest class (page/4, at most 16 KiB) take whole pages; NULL means no room
+ * was found after a deterministic sweep of the whole heap, never a false
+ * NULL while the heap is quiescent and has room. gh_free(NULL) does nothing;
+ * a pointer not from this heap, or one already freed, is counted
+ * (gh_heap_stats: foreign_frees, double_frees) and otherwise ignored.
+ *
+ * Any subset of a warp may call these together, with any mix of sizes; lanes
+ * of one warp that ask for the same class are served by one reservation.
+ */
+#ifndef GPUHEAP_DEVICE_CUH
+#define GPUHEAP_DEVICE_CUH
+
+#include <cuda_runtime.h>
+
+#include "gpuheap.h"
+#include "gpuheap/warp.cuh"
+
+__device__ __forceinline__ void* gh_heap_malloc(const gh_dheap_t* heap, size_t size) {
+  return gh_warp_malloc(heap, size, nullptr);
+}
+
+/* As gh_heap_malloc; *probes receives the search steps this lane waited for
+ * (0: served from the hint page). For measurements (proofs/, bench/). */
+__device__ __forceinline__ void* gh_heap_malloc_probed(const gh_dheap_t* heap, size_t size, uint32_t* probes) {
+  return gh_warp_malloc(heap, size, probes);
+}
+
+__device__ __forceinline__ void gh_heap_free(const gh_dheap_t* heap, void* ptr) { gh_warp_free(heap, ptr); }
+
+/* The heap of gh_malloc / gh_free in this translation unit. Each CUDA
+ * translation unit is its own device module (without -rdc), so each has its
+ * own copy, set by gh_device_attach called from the same unit; static keeps
+ * the copies from clashing when units are linked together. */
+static __device__ const gh_dheap_t* gh_default_heap_;
+
+__device__ __forceinline__ void* gh_malloc(size_t size) { return gh_warp_malloc(gh_default_heap_, size, nullptr); }
+__device__ __forceinline__ void gh_free(void* ptr) { gh_warp_free(gh_default_heap_, ptr); }
+
+/* Make `heap` the heap of gh_malloc / gh_free for kernels of this
+ * translation unit (NULL detaches: gh_malloc then crashes, so don't). */
+static inline int gh_device_attach(const gh_heap_t* heap) {
+  const gh_dheap_t* d = gh_heap_device(heap);
+  const cudaError_t e = cudaMemcpyToSymbol(gh_default_heap_, &d, sizeof d);
+  return e == cudaSuccess ? GH_OK : (e == cudaErrorNoDevice ? GH_ERR_NO_DEVICE : GH_ERR_CUDA);
+}
+
+#endif /* GPUHEAP_DEVICE_CUH */
