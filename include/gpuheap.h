@@ -73,6 +73,17 @@ int gh_heap_reset(gh_heap_t* heap);
 /* The handle kernels take (gh_heap_malloc and friends); NULL for NULL. */
 gh_dheap_t* gh_heap_device(const gh_heap_t* heap);
 
+/* Make `heap` the heap of gh_malloc / gh_free (and of the drop-in malloc of
+ * gpuheap/malloc.cuh) in every CUDA translation unit of the program that
+ * includes gpuheap_device.cuh, including units loaded later. NULL detaches.
+ * No kernel that allocates may run while it changes. */
+int gh_device_attach(const gh_heap_t* heap);
+
+/* Internal to gpuheap_device.cuh: each CUDA unit registers the function that
+ * sets its own copy of the default heap. */
+typedef int (*gh_unit_attach_fn)(const gh_dheap_t* heap);
+int gh_register_unit(gh_unit_attach_fn fn);
+
 typedef struct gh_class_stats_s {
   uint32_t size;            /* chunk size, bytes */
   uint32_t pages;           /* pages formatted for the class */

@@ -5,7 +5,8 @@
  *   __device__ void* gh_heap_malloc(const gh_dheap_t* heap, size_t size);
  *   __device__ void  gh_heap_free(const gh_dheap_t* heap, void* ptr);
  *   __device__ void* gh_heap_malloc_probed(const gh_dheap_t* heap, size_t size, uint32_t* probes);
- *   __host__   int   gh_device_attach(const gh_heap_t* heap);  makes it the heap of gh_malloc
+ * and on the host gh_device_attach(heap) (gpuheap.h) makes `heap` the heap of
+ * gh_malloc in every unit.
  *
  * Semantics: pointers are 16-byte aligned; gh_malloc(0) returns a unique
  * pointer of the smallest class (free it like any other); requests above the
@@ -38,21 +39,20 @@ __device__ __forceinline__ void* gh_heap_malloc_probed(const gh_dheap_t* heap, s
 
 __device__ __forceinline__ void gh_heap_free(const gh_dheap_t* heap, void* ptr) { gh_warp_free(heap, ptr); }
 
-/* The heap of gh_malloc / gh_free in this translation unit. Each CUDA
- * translation unit is its own device module (without -rdc), so each has its
- * own copy, set by gh_device_attach called from the same unit; static keeps
- * the copies from clashing when units are linked together. */
+/* The heap of gh_malloc / gh_free in this translation unit. Without -rdc each
+ * CUDA translation unit is its own device module with its own copy of a
+ * __device__ variable; static keeps the copies from clashing at link time.
+ * Each unit registers, before main, the host function that sets its copy, and
+ * gh_device_attach (host/attach.c) calls all of them. */
 static __device__ const gh_dheap_t* gh_default_heap_;
 
 __device__ __forceinline__ void* gh_malloc(size_t size) { return gh_warp_malloc(gh_default_heap_, size, nullptr); }
 __device__ __forceinline__ void gh_free(void* ptr) { gh_warp_free(gh_default_heap_, ptr); }
 
-/* Make `heap` the heap of gh_malloc / gh_free for kernels of this
- * translation unit (NULL detaches: gh_malloc then crashes, so don't). */
-static inline int gh_device_attach(const gh_heap_t* heap) {
-  const gh_dheap_t* d = gh_heap_device(heap);
+static int gh_attach_this_unit_(const gh_dheap_t* d) {
   const cudaError_t e = cudaMemcpyToSymbol(gh_default_heap_, &d, sizeof d);
-  return e == cudaSuccess ? GH_OK : (e == cudaErrorNoDevice ? GH_ERR_NO_DEVICE : GH_ERR_CUDA);
+  return e == cudaSuccess ? GH_OK : GH_ERR_CUDA;
 }
+[[maybe_unused]] static const int gh_unit_registered_ = gh_register_unit(gh_attach_this_unit_);
 
 #endif /* GPUHEAP_DEVICE_CUH */

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "../host/internal.h"
+#include "gpuheap/atomic.h"
 
 namespace {
 

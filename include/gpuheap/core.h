@@ -114,10 +114,10 @@ GH_FN uint32_t gh_grant_slow(const gh_dheap_t* h, uint32_t cls, uint32_t slot, u
   return gh_grant_from_class_page(h, cls, n, rng, true, g, probes);
 }
 
-/* Pages for a request of `size` bytes served as a run. */
+/* Pages for a request of `size` bytes served as a run; 0 if it cannot fit. */
 GH_FN uint32_t gh_run_pages(const gh_dheap_t* h, size_t size) {
-  const size_t pages = (size + ((size_t)1 << h->page_shift) - 1u) >> h->page_shift;
-  return pages > h->n_pages ? 0u : (uint32_t)pages;
+  if (size > ((size_t)h->n_pages << h->page_shift)) return 0u; /* also keeps the rounding below from wrapping */
+  return (uint32_t)((size + ((size_t)1 << h->page_shift) - 1u) >> h->page_shift);
 }
 
 /* One lane's malloc. size 0 is served as 1 byte (a unique pointer). */

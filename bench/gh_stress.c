@@ -1,0 +1,362 @@
+/* gh_stress: the stress benchmark, gpuheap's main job.
+ *
+ * On a machine with a CUDA device it runs the peer-table workloads (fixed 16
+ * B to 4 KiB, mixed 16-4096, churn) at 2^16 and 2^20 threads, every block
+ * stamped and checked, `--reps` times each (median and range reported), then
+ * the fill-level sweep and the memory efficiency at the first NULL. Without a
+ * device it says so and runs the CPU build of the same allocator core on all
+ * cores, with the same workloads.
+ *
+ * Usage: gh_stress [--reps N] [--quick] [--cpu] [--csv FILE]
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gpuheap.h"
+#include "gpuheap/cpu.h"
+#ifdef GH_STRESS_CUDA
+#include <cuda_runtime_api.h>
+
+#include "workloads.h"
+#endif
+
+typedef struct row_s {
+  const char* workload;
+  unsigned threads;
+  char bytes[16];
+  double alloc_ms, free_ms, mops, mops_min, mops_max;
+  unsigned long long nulls, bad;
+} row_t;
+
+static int cmp_double(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double* v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void progress(int i, int n, const char* what) {
+  fprintf(stderr, "[%2d/%2d] %s\n", i, n, what);
+  fflush(stderr);
+}
+
+static void print_rows(const row_t* rows, int n, FILE* csv) {
+  printf("\n%-8s %9s %9s %10s %10s %12s %23s %6s %5s\n", "workload", "threads", "bytes", "alloc_ms", "free_ms",
+         "Mops/s", "(min - max)", "NULLs", "bad");
+  for (int i = 0; i < n; i++) {
+    const row_t* r = &rows[i];
+    printf("%-8s %9u %9s %10.3f %10.3f %12.1f  (%9.1f - %9.1f) %6llu %5llu\n", r->workload, r->threads, r->bytes,
+           r->alloc_ms, r->free_ms, r->mops, r->mops_min, r->mops_max, r->nulls, r->bad);
+    if (csv)
+      fprintf(csv, "%s,%u,%s,%.4f,%.4f,%.1f\n", r->workload, r->threads, r->bytes, r->alloc_ms, r->free_ms, r->mops);
+  }
+}
+
+/* ---- The CPU build: the same workloads on threads. ---- */
+
+typedef struct cpu_job_s {
+  gh_cpu_heap_t* heap;
+  int kind; /* 0 fixed, 1 mixed, 2 churn */
+  unsigned bytes, begin, end;
+  void** ptrs;
+  pthread_barrier_t* barrier;
+  unsigned long long nulls, bad;
+} cpu_job_t;
+
+static unsigned size_of(int kind, unsigned bytes, unsigned i, unsigned round) {
+  uint32_t x = i * 0x9E3779B9u ^ (round + 1u) * 0x85EBCA6Bu;
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  return kind == 0 ? bytes : kind == 1 ? 16u + x % 4081u : 16u + x % 1009u;
+}
+
+static void stamp(void* p, unsigned size, uint64_t id) {
+  memcpy(p, &id, 8);
+  memcpy((char*)p + (size - 8) / 8 * 8, &id, 8);
+}
+static int stamp_ok(const void* p, unsigned size, uint64_t id) {
+  return memcmp(p, &id, 8) == 0 && memcmp((const char*)p + (size - 8) / 8 * 8, &id, 8) == 0;
+}
+
+static void* cpu_worker(void* arg) {
+  cpu_job_t* j = (cpu_job_t*)arg;
+  pthread_barrier_wait(j->barrier);
+  if (j->kind == 2) {
+    for (unsigned i = j->begin; i < j->end; i++)
+      for (unsigned r = 0; r < 8; r++) {
+        const unsigned size = size_of(2, 0, i, r);
+        void* p = gh_cpu_malloc(j->heap, size);
+        if (!p) {
+          j->nulls++;
+          continue;
+        }
+        stamp(p, size, i);
+        j->bad += !stamp_ok(p, size, i);
+        gh_cpu_free(j->heap, p);
+      }
+    pthread_barrier_wait(j->barrier);
+    return NULL;
+  }
+  for (unsigned i = j->begin; i < j->end; i++) {
+    const unsigned size = size_of(j->kind, j->bytes, i, 0);
+    j->ptrs[i] = gh_cpu_malloc(j->heap, size);
+    if (j->ptrs[i]) stamp(j->ptrs[i], size, i);
+  }
+  pthread_barrier_wait(j->barrier); /* alloc phase ends */
+  for (unsigned i = j->begin; i < j->end; i++) {
+    if (!j->ptrs[i])
+      j->nulls++;
+    else
+      j->bad += !stamp_ok(j->ptrs[i], size_of(j->kind, j->bytes, i, 0), i);
+  }
+  pthread_barrier_wait(j->barrier); /* check phase ends (untimed) */
+  for (unsigned i = j->begin; i < j->end; i++) gh_cpu_free(j->heap, j->ptrs[i]);
+  pthread_barrier_wait(j->barrier);
+  return NULL;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static int run_cpu(int reps, int quick, FILE* csv) {
+  const unsigned nthreads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+  const unsigned n = quick ? 1u << 14 : 1u << 18;
+  printf("gh_stress: no CUDA device here: running the CPU build of the allocator core on %u threads\n", nthreads);
+  gh_cpu_heap_t* heap = NULL;
+  gh_heap_options_t o;
+  gh_heap_options_init(&o);
+  int err = gh_cpu_heap_create(&heap, (size_t)2 << 30, &o);
+  if (err) {
+    fprintf(stderr, "gh_cpu_heap_create: %s\n", gh_strerror(err));
+    return 1;
+  }
+  void** ptrs = (void**)calloc(n, sizeof *ptrs);
+  cpu_job_t* jobs = (cpu_job_t*)calloc(nthreads, sizeof *jobs);
+  pthread_t* tids = (pthread_t*)calloc(nthreads, sizeof *tids);
+  row_t rows[7];
+  const unsigned sizes[5] = {16, 64, 256, 1024, 4096};
+  int failed = 0;
+  for (int k = 0; k < 7; k++) {
+    const int kind = k < 5 ? 0 : k - 4;
+    row_t* r = &rows[k];
+    memset(r, 0, sizeof *r);
+    r->workload = kind == 0 ? "fixed" : kind == 1 ? "mixed" : "churn";
+    r->threads = n;
+    if (kind == 0)
+      snprintf(r->bytes, sizeof r->bytes, "%u", sizes[k]);
+    else
+      snprintf(r->bytes, sizeof r->bytes, kind == 1 ? "16-4096" : "16-1024");
+    char what[64];
+    snprintf(what, sizeof what, "%s %u x %s B on %u threads", r->workload, n, r->bytes, nthreads);
+    progress(k + 1, 7, what);
+    double a[64], f[64], m[64];
+    for (int rep = 0; rep < reps && rep < 64; rep++) {
+      pthread_barrier_t bar;
+      pthread_barrier_init(&bar, NULL, nthreads + 1);
+      for (unsigned t = 0; t < nthreads; t++) {
+        jobs[t] = (cpu_job_t){heap, kind, kind == 0 ? sizes[k] : 0, n / nthreads * t,
+                              t + 1 == nthreads ? n : n / nthreads * (t + 1), ptrs, &bar, 0, 0};
+        pthread_create(&tids[t], NULL, cpu_worker, &jobs[t]);
+      }
+      pthread_barrier_wait(&bar);
+      const double t0 = now_ms();
+      pthread_barrier_wait(&bar);
+      const double t1 = now_ms();
+      double t2 = t1, t3 = t1;
+      if (kind != 2) {
+        pthread_barrier_wait(&bar);
+        t2 = now_ms();
+        pthread_barrier_wait(&bar);
+        t3 = now_ms();
+      }
+      for (unsigned t = 0; t < nthreads; t++) {
+        pthread_join(tids[t], NULL);
+        r->nulls += jobs[t].nulls;
+        r->bad += jobs[t].bad;
+      }
+      pthread_barrier_destroy(&bar);
+      a[rep] = t1 - t0;
+      f[rep] = t3 - t2;
+      m[rep] = (kind == 2 ? 16.0 : 2.0) * n / (a[rep] + f[rep]) / 1e3;
+    }
+    const int nr = reps < 64 ? reps : 64;
+    r->alloc_ms = median(a, nr);
+    r->free_ms = median(f, nr);
+    r->mops = median(m, nr);
+    r->mops_min = m[0];
+    r->mops_max = m[nr - 1];
+    failed |= r->nulls != 0 || r->bad != 0;
+  }
+  print_rows(rows, 7, csv);
+  printf("\n(CPU timings of the portable core, not GPU figures.)\n");
+  free(ptrs);
+  free(jobs);
+  free(tids);
+  gh_cpu_heap_destroy(heap);
+  return failed;
+}
+
+/* ---- The GPU ---- */
+
+#ifdef GH_STRESS_CUDA
+static int run_gpu(int reps, int quick, FILE* csv) {
+  struct cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  printf("gh_stress on %s (%d SMs, %.1f GiB)\n", prop.name, prop.multiProcessorCount,
+         prop.totalGlobalMem / 1073741824.0);
+  gh_heap_t* heap = NULL;
+  gh_heap_options_t o;
+  gh_heap_options_init(&o);
+  int err = gh_heap_create(&heap, quick ? (size_t)1 << 30 : (size_t)8 << 30, &o);
+  if (err) {
+    fprintf(stderr, "gh_heap_create: %s (%s)\n", gh_strerror(err), gh_last_error_detail());
+    return 1;
+  }
+  const unsigned threads[2] = {1u << 16, quick ? 1u << 17 : 1u << 20};
+  const unsigned sizes[5] = {16, 64, 256, 1024, 4096};
+  row_t rows[14];
+  int nrows = 0, failed = 0;
+  for (int t = 0; t < 2; t++)
+    for (int k = 0; k < 7; k++) {
+      const gh_wl_kind_t kind = k < 5 ? GH_WL_FIXED : (k == 5 ? GH_WL_MIXED : GH_WL_CHURN);
+      gh_wl_t w = {kind, threads[t], k < 5 ? sizes[k] : 0, 7, 0, 0};
+      row_t* r = &rows[nrows++];
+      memset(r, 0, sizeof *r);
+      r->workload = gh_wl_name(kind);
+      r->threads = threads[t];
+      if (k < 5)
+        snprintf(r->bytes, sizeof r->bytes, "%u", sizes[k]);
+      else
+        snprintf(r->bytes, sizeof r->bytes, kind == GH_WL_MIXED ? "16-4096" : "16-1024");
+      char what[64];
+      snprintf(what, sizeof what, "%s %u threads x %s B", r->workload, threads[t], r->bytes);
+      progress(nrows, 14, what);
+      double a[64], f[64], m[64];
+      gh_wl_result_t res;
+      if ((err = gh_wl_run(heap, &w, &res)) != GH_OK) break; /* warm-up */
+      int nr = 0;
+      for (; nr < reps && nr < 64; nr++) {
+        if ((err = gh_wl_run(heap, &w, &res)) != GH_OK) break;
+        a[nr] = res.alloc_ms;
+        f[nr] = res.free_ms;
+        m[nr] = res.mops;
+        r->nulls += res.nulls;
+        r->bad += res.bad;
+      }
+      if (err || nr == 0) break;
+      r->alloc_ms = median(a, nr);
+      r->free_ms = median(f, nr);
+      r->mops = median(m, nr);
+      r->mops_min = m[0];
+      r->mops_max = m[nr - 1];
+      failed |= r->nulls != 0 || r->bad != 0;
+    }
+  if (err) fprintf(stderr, "workload failed: %s\n", gh_strerror(err));
+  print_rows(rows, nrows, csv);
+  gh_heap_destroy(heap);
+  failed |= err != GH_OK;
+
+  /* The fill-level sweep: 2^22 pages of 4 KiB. */
+  gh_heap_t* fh = NULL;
+  o.page_bytes = 4096;
+  if (!quick && gh_heap_create(&fh, (size_t)16 << 30, &o) == GH_OK) {
+    const double fills[5] = {0.5, 0.9, 0.95, 0.99, 0.995};
+    printf("\nfill sweep: 2^22 pages of 4 KiB pre-filled at random, 2^14 one-page requests (median of %d)\n", reps);
+    printf("%7s %12s %12s %10s %14s %14s\n", "fill", "mean probes", "worst lane", "max", "latency ns", "p99 ns");
+    for (int i = 0; i < 5; i++) {
+      char what[64];
+      snprintf(what, sizeof what, "fill sweep at %.1f%%", fills[i] * 100);
+      progress(i + 1, 5, what);
+      double mp[64], wl[64], lat[64], p99[64];
+      unsigned mx = 0;
+      int nr = 0;
+      for (; nr < reps && nr < 64; nr++) {
+        gh_fill_result_t fr;
+        if (gh_wl_fill_sweep(fh, fills[i], 1u << 14, 100u + (unsigned)nr, &fr) != GH_OK) break;
+        mp[nr] = fr.mean_probes;
+        wl[nr] = fr.mean_worst_lane;
+        lat[nr] = fr.mean_latency_ns;
+        p99[nr] = fr.p99_latency_ns;
+        if (fr.max_probes > mx) mx = fr.max_probes;
+        failed |= fr.nulls != 0;
+      }
+      if (nr)
+        printf("%6.1f%% %12.3f %12.3f %10u %14.0f %14.0f\n", fills[i] * 100, median(mp, nr), median(wl, nr), mx,
+               median(lat, nr), median(p99, nr));
+    }
+    gh_heap_destroy(fh);
+  }
+  /* Memory efficiency at the first NULL. */
+  o.page_bytes = 65536;
+  gh_heap_t* eh = NULL;
+  if (gh_heap_create(&eh, (size_t)2 << 30, &o) == GH_OK) {
+    progress(1, 1, "memory efficiency, mixed 16-4096, 2 GiB heap");
+    double eff[64];
+    int nr = 0;
+    for (; nr < reps && nr < 64; nr++) {
+      uint64_t rounds = 0;
+      if (gh_wl_efficiency(eh, 1u << 16, 1u + (unsigned)nr, &eff[nr], &rounds) != GH_OK) break;
+    }
+    if (nr) {
+      const double med = median(eff, nr);
+      printf("\nmemory efficiency at the first NULL (mixed 16-4096, 2 GiB heap, rounds of 2^16): median %.3f "
+             "(%.3f - %.3f, %d runs)\n",
+             med, eff[0], eff[nr - 1], nr);
+    }
+    gh_heap_destroy(eh);
+  }
+  return failed;
+}
+#endif
+
+int main(int argc, char** argv) {
+  int reps = 9, quick = 0, cpu = 0;
+  const char* csv_path = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--quick"))
+      quick = 1;
+    else if (!strcmp(argv[i], "--cpu"))
+      cpu = 1;
+    else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
+      csv_path = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--reps N] [--quick] [--cpu] [--csv FILE]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (reps < 1) reps = 1;
+  FILE* csv = NULL;
+  if (csv_path) {
+    csv = fopen(csv_path, "w");
+    if (!csv) {
+      perror(csv_path);
+      return 2;
+    }
+    fprintf(csv, "workload,threads,bytes,alloc_ms,free_ms,mops\n");
+  }
+  int rc;
+#ifdef GH_STRESS_CUDA
+  int n = 0;
+  if (!cpu && cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
+    rc = run_gpu(reps, quick, csv);
+  else
+#endif
+    rc = run_cpu(reps, quick, csv);
+  (void)cpu;
+  if (csv) fclose(csv);
+  printf("%s\n", rc ? "gh_stress: FAILED (NULLs or broken blocks above)" : "gh_stress: all blocks checked, none broken");
+  return rc;
+}
