@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One visit to the GPU machine: build, GPU tests, stress, benchmarks, with
+# logs and results under $OUT (or ./gpu-out). Stages: build tests sanitizer
+# stress bench (default: all). Each stage is time-limited and logs per line.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. tools/env.sh
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+stages=${*:-build tests sanitizer stress bench}
+rev=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "revision: $rev$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1
+  nvcc --version | tail -2
+} | tee "$out/machine.txt"
+for stage in $stages; do
+  echo "== $stage =="
+  case $stage in
+    build)
+      timeout 400 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUHEAP_BUILD_PROOFS=ON > "$out/build.log" 2>&1 &&
+        timeout 400 cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1
+      echo "build rc=$?"; tail -3 "$out/build.log" ;;
+    tests)
+      timeout 300 ctest --test-dir build-gpu -L gpu -LE sanitizer --output-on-failure --timeout 240 2>&1 | tee "$out/ctest-gpu.log" | tail -25 ;;
+    cpu)
+      timeout 300 ctest --test-dir build-gpu -L cpu -LE slow -j 8 --output-on-failure 2>&1 | tail -5 ;;
+    sanitizer)
+      timeout 400 ctest --test-dir build-gpu -L sanitizer --output-on-failure --timeout 380 2>&1 | tee "$out/ctest-sanitizer.log" | tail -15 ;;
+    stress)
+      timeout 300 stdbuf -oL ./build-gpu/bench/gh_stress --reps 7 --csv "$out/alloc.csv" 2>&1 | tee "$out/stress.log" ;;
+    bench)
+      timeout 300 ./build-gpu/bench/gh_bench --benchmark_out="$out/bench.json" --benchmark_out_format=json \
+        --benchmark_counters_tabular=true 2>&1 | tee "$out/bench.log" | grep -E "median|ERROR" | head -60 ;;
+  esac
+done
