@@ -61,4 +61,13 @@
 #define gh_assert_expensive(c) ((void)0)
 #endif
 
+/* Back off while another thread finishes a step we wait for (bounded by the
+ * callers): a short sleep on the device, a pause or a yield on the CPU. */
+#if GH_ON_DEVICE
+#define gh_backoff(i) __nanosleep(64u << ((i) < 4u ? (i) : 4u))
+#else
+#include <sched.h>
+#define gh_backoff(i) ((i) < 4u ? (void)0 : (void)sched_yield())
+#endif
+
 #endif /* GPUHEAP_CONFIG_H */

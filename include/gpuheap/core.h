@@ -5,7 +5,8 @@
  * these functions for what it does not aggregate. A request of n chunks of a
  * class is served, in order, from:
  *   1. the page in the caller's hint slot (one fetch-add, one fetch-or), or
- *      the page someone installed there since;
+ *      the page its refiller installs there (one thread refills a slot; the
+ *      others wait a little rather than each formatting a page);
  *   2. a free page near the slot's frame hint or at random words
  *      (gh_page_claim_one), formatted for the class, pinned and installed as
  *      the slot's hint;
@@ -38,29 +39,54 @@ GH_FN void* gh_chunk_ptr(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t
   return gh_page_ptr(h, p) + (size_t)idx * h->classes[cls].size;
 }
 
-/* Step 1: reserve from the hint slot's page. */
-GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, uint32_t* hint_seen,
+/* Step 1: reserve up to n chunks on the hint slot's page. When it has no
+ * room, one thread moves the slot to GH_REFILL and becomes its refiller (it
+ * goes on to find the next page; *hs says so); the others wait for the new
+ * page (bounded, then they search alone) instead of each formatting a page
+ * of their own. Returns the chunks reserved; fewer than n: the rest go to
+ * the slow path. */
+GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_grant_t* g) {
-  const uint32_t p = gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot));
-  *hint_seen = p;
-  if (p == GH_NO_PAGE) return 0;
-  uint32_t used = 0;
-  const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
-  if (k) gh_grant_set(h, g, p, cls, k, used);
-  return k;
+  uint32_t* s = gh_hint_slot(h, cls, slot);
+  hs->refiller = false;
+  hs->old = GH_NO_PAGE;
+  for (uint32_t i = 0;; i++) {
+    uint32_t p = gh_atomic_load_acquire(s);
+    hs->seen = p;
+    if (p == GH_REFILL) {
+      if (i >= GH_REFILL_WAIT) return 0; /* the refiller is slow: search alone */
+      gh_backoff(i);
+      continue;
+    }
+    uint32_t k = 0;
+    if (p != GH_NO_PAGE) {
+      uint32_t used = 0;
+      k = gh_page_reserve(h, p, cls, n, &used);
+      if (k) gh_grant_set(h, g, p, cls, k, used);
+      if (k == n) return k;
+    }
+    /* The page is full (we may have taken its last chunks): refill it. */
+    if (gh_atomic_cas_acq_rel(s, &p, GH_REFILL)) {
+      hs->refiller = true;
+      hs->old = hs->seen;
+      hs->seen = GH_REFILL;
+      return k;
+    }
+    if (k) return k;
+  }
 }
 
 /* A freshly claimed page p: format it with a reservation of n chunks. If
- * chunks are left over, pin it and make it the slot's hint in place of
- * hint_seen. */
+ * chunks are left over and the caller is the slot's refiller, pin it and
+ * install it. */
 GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t slot, uint32_t n,
-                                      uint32_t hint_seen, gh_grant_t* g) {
+                                      gh_hint_t* hs, gh_grant_t* g) {
   const uint32_t per_page = h->classes[cls].per_page;
   const uint32_t k = n < per_page ? n : per_page;
-  const bool pin = k < per_page;
+  const bool pin = k < per_page && hs->refiller;
   gh_page_format(h, p, cls, slot, k, pin);
   gh_grant_set(h, g, p, cls, k, 0);
-  if (pin) gh_hint_install(h, cls, slot, hint_seen, p);
+  if (pin) gh_hint_install(h, cls, slot, hs, p);
   return k;
 }
 
@@ -89,29 +115,32 @@ GH_FN uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, uint3
   return 0;
 }
 
-/* Steps 2 to 4 for one lane: a grant of up to n chunks, or 0 if full. */
-GH_FN uint32_t gh_grant_slow(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, uint32_t hint_seen,
+/* Steps 2 to 4 for one lane: a grant of up to n chunks, or 0 if full. A
+ * refiller that installs nothing gives its slot up on the way out. */
+GH_FN uint32_t gh_grant_slow(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                              gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
-  /* Someone may have installed a fresh hint since we looked. */
-  const uint32_t now = gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot));
-  if (now != hint_seen && now != GH_NO_PAGE) {
-    uint32_t used = 0;
-    const uint32_t k = gh_page_reserve(h, now, cls, n, &used);
-    if (k) {
-      gh_grant_set(h, g, now, cls, k, used);
-      return k;
+  uint32_t k = 0;
+  if (!hs->refiller) {
+    /* Someone may have installed a fresh hint since we looked. */
+    const uint32_t now = gh_atomic_load_acquire(gh_hint_slot(h, cls, slot));
+    if (now != hs->seen && now < GH_REFILL) {
+      uint32_t used = 0;
+      k = gh_page_reserve(h, now, cls, n, &used);
+      if (k) gh_grant_set(h, g, now, cls, k, used);
     }
-    hint_seen = now;
+    hs->seen = now;
   }
   /* A new page while free ones are easy to find; then pages of the class
    * with room; then the sweeps. */
-  uint32_t p = gh_page_claim_one(h, slot, false, rng, probes);
-  if (p != GH_NO_PAGE) return gh_grant_from_new_page(h, p, cls, slot, n, hint_seen, g);
-  const uint32_t k = gh_grant_from_class_page(h, cls, n, rng, false, g, probes);
-  if (k) return k;
-  p = gh_page_claim_one(h, slot, true, rng, probes);
-  if (p != GH_NO_PAGE) return gh_grant_from_new_page(h, p, cls, slot, n, hint_seen, g);
-  return gh_grant_from_class_page(h, cls, n, rng, true, g, probes);
+  uint32_t p = GH_NO_PAGE;
+  if (!k) p = gh_page_claim_one(h, slot, false, rng, probes);
+  if (!k && p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, slot, n, hs, g);
+  if (!k) k = gh_grant_from_class_page(h, cls, n, rng, false, g, probes);
+  if (!k) p = gh_page_claim_one(h, slot, true, rng, probes);
+  if (!k && p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, slot, n, hs, g);
+  if (!k) k = gh_grant_from_class_page(h, cls, n, rng, true, g, probes);
+  gh_hint_abandon(h, cls, slot, hs);
+  return k;
 }
 
 /* Pages for a request of `size` bytes served as a run; 0 if it cannot fit. */
@@ -132,9 +161,8 @@ GH_FN void* gh_lane_malloc(const gh_dheap_t* h, size_t size, uint32_t slot, gh_r
   }
   const uint32_t cls = gh_size_to_class((uint32_t)size);
   gh_grant_t g;
-  uint32_t hint_seen;
-  if (!gh_grant_from_hint(h, cls, slot, 1, &hint_seen, &g) &&
-      !gh_grant_slow(h, cls, slot, 1, hint_seen, rng, &g, probes))
+  gh_hint_t hs;
+  if (!gh_grant_from_hint(h, cls, slot, 1, &hs, &g) && !gh_grant_slow(h, cls, slot, 1, &hs, rng, &g, probes))
     return NULL;
   const uint32_t bit = gh_chunks_take(h, g.page, &h->classes[cls], &g.left, &g.cursor, &g.seen);
   return gh_chunk_ptr(h, g.page, cls, g.cursor * 32u + gh_ctz(bit));

@@ -110,16 +110,33 @@ GH_FN uint32_t* gh_hint_slot(const gh_dheap_t* h, uint32_t cls, uint32_t slot) {
   return &h->xhints[(size_t)cls * h->n_slots + slot];
 }
 
-/* Put pinned page p_new in the slot where p_old was seen: model `install`.
- * The winner of the CAS owns p_old's pin and drops it; a loser drops the pin
- * of its own page, which stays an ordinary page with free chunks. */
-GH_FN void gh_hint_install(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t p_old, uint32_t p_new) {
-  uint32_t expected = p_old;
-  if (gh_atomic_cas_acq_rel(gh_hint_slot(h, cls, slot), &expected, p_new)) {
-    if (p_old != GH_NO_PAGE) gh_page_unpin(h, p_old);
-  } else {
-    gh_page_unpin(h, p_new);
-  }
+/* What a thread knows of its hint slot: the value it saw, and whether it is
+ * the slot's refiller (it moved the slot to GH_REFILL and owns the pin of
+ * the page it took out, `old`). */
+typedef struct gh_hint_s {
+  uint32_t seen;
+  uint32_t old;
+  bool refiller;
+} gh_hint_t;
+
+/* Put pinned page p_new in the slot: model `install`. Only the slot's
+ * refiller changes a slot from GH_REFILL, so this is a store; the refiller
+ * owns the pin of the page it took out and drops it. */
+GH_FN void gh_hint_install(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_hint_t* hs, uint32_t p_new) {
+  gh_assert_internal(hs->refiller && gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot)) == GH_REFILL);
+  gh_atomic_store_release(gh_hint_slot(h, cls, slot), p_new);
+  if (hs->old != GH_NO_PAGE) gh_page_unpin(h, hs->old);
+  hs->refiller = false;
+  hs->seen = p_new;
+}
+
+/* A refiller that found no page to install gives the slot up. */
+GH_FN void gh_hint_abandon(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_hint_t* hs) {
+  if (!hs->refiller) return;
+  gh_atomic_store_release(gh_hint_slot(h, cls, slot), GH_NO_PAGE);
+  if (hs->old != GH_NO_PAGE) gh_page_unpin(h, hs->old);
+  hs->refiller = false;
+  hs->seen = GH_NO_PAGE;
 }
 
 /* Take up to *left of the chunks reserved on page p, from one bitmap word:

@@ -8,7 +8,8 @@
  * frees of one run only one clears the bits.
  *
  * Search: random probes over the page bitmap (h->probe_limit words), then a
- * deterministic sweep of every word from a random start. In the sweep a run
+ * deterministic sweep of every word from a random start; runs of more than
+ * 32 pages go straight to a first-fit sweep from word 0. In the sweep a run
  * is found whenever the bitmap, as read, has n free pages in a row, so a
  * quiescent heap never returns NULL while it has room. Before giving up, the
  * sweep takes back empty pages that only a hint slot still holds
@@ -178,8 +179,11 @@ GH_FN uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool sweep,
  * the sweep again after stealing empty pinned pages. GH_NO_PAGE: no room. */
 GH_FN uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng, uint32_t* probes) {
   if (n == 0u || n > h->n_pages) return GH_NO_PAGE;
-  uint32_t s = gh_run_find_claim(h, n, gh_rng_below(rng, h->n_words), h->probe_limit, probes);
-  if (s == GH_NO_PAGE) s = gh_run_find_claim(h, n, gh_rng_below(rng, h->n_words), h->n_words + 1u, probes);
+  /* Runs longer than a word are placed first-fit from the bottom, which packs
+   * them; random placement would leave gaps too short for the next one. */
+  const bool large = n > 32u;
+  uint32_t s = large ? GH_NO_PAGE : gh_run_find_claim(h, n, gh_rng_below(rng, h->n_words), h->probe_limit, probes);
+  if (s == GH_NO_PAGE) s = gh_run_find_claim(h, n, large ? 0u : gh_rng_below(rng, h->n_words), h->n_words + 1u, probes);
   if (s == GH_NO_PAGE && gh_steal_pinned(h) != 0u) s = gh_run_find_claim(h, n, 0u, h->n_words + 1u, probes);
   return s;
 }

@@ -22,7 +22,8 @@
  *                 that reservations race on; holding the class here lets one
  *                 fetch-add both reserve and check the page.
  *   xchunks[p*chunk_words + w]  chunk bitmap of a chunk page: 1 = chunk taken.
- *   xhints[c*n_slots + s]       page index or GH_NO_PAGE.
+ *   xhints[c*n_slots + s]       page index, GH_NO_PAGE, or GH_REFILL while
+ *                 the one thread that found the page full finds the next.
  *   xfhints[s]    per slot, the page-bitmap word its last new page came from:
  *                 new pages are taken next to it, so pages in use cluster in
  *                 few words (frames, with 64 KiB pages) and whole free words
@@ -49,6 +50,8 @@
 #define GH_MAX_PAGE_SHIFT 16u         /* 64 KiB: offsets fit 16 bits (class magic) */
 #define GH_MAX_CLASSES 64u            /* 16 B .. 16 KiB */
 #define GH_NO_PAGE 0xFFFFFFFFu
+#define GH_REFILL 0xFFFFFFFEu         /* a hint slot being refilled by one thread */
+#define GH_REFILL_WAIT 24u            /* re-reads of a REFILL slot before searching alone */
 #define GH_MAX_SLOTS (1u << 16)
 
 /* xstate encodings. */

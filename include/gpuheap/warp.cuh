@@ -133,40 +133,54 @@ GH_DEV void gh_warp_move_hint(const gh_dheap_t* h, uint32_t mask, uint32_t got, 
   if (holders && gh_lane_id() == 31u - (uint32_t)__clz(holders)) gh_atomic_store_relaxed(&h->xfhints[slot], word);
 }
 
-/* Serve the 1-page requests of `need` by probe_limit collective steps;
- * lanes left over search alone (core.h: the sweep, stealing). */
+/* One collective step of 1-page requests: claim pages from the window at w0
+ * and hand them to the lanes of `need`, lowest first. */
+GH_DEV void gh_warp_pages_step(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t w0, uint32_t slot,
+                               void** mine, uint32_t* probes) {
+  const uint32_t lane = gh_lane_id(), lt = gh_lanemask_lt();
+  if (*need & (1u << lane)) (*probes)++;
+  uint32_t word;
+  const uint32_t got = gh_warp_claim_pages(h, mask, w0, gh_popc(*need), &word);
+  gh_warp_move_hint(h, mask, got, word, slot);
+  uint32_t holders = __ballot_sync(mask, got != 0u);
+  while (holders) {
+    const uint32_t holder = __ffs(holders) - 1u;
+    holders &= holders - 1u;
+    const uint32_t bits = __shfl_sync(mask, got, holder);
+    const uint32_t hw = __shfl_sync(mask, word, holder);
+    if (*need & (1u << lane)) {
+      const uint32_t r = gh_popc(*need & lt);
+      if (r < gh_popc(bits)) {
+        const uint32_t p = hw * 32u + gh_nth_set_bit(bits, r);
+        gh_run_mark(h, p, 1);
+        *mine = gh_page_ptr(h, p);
+      }
+    }
+    *need = gh_drop_lowest_bits(*need, gh_popc(bits));
+  }
+}
+
+/* Serve the 1-page requests of `need`: probe_limit collective steps (the
+ * first at the frame hint, then random), then the collective sweep of every
+ * word, then, after stealing empty hint pages, the sweep again. */
 GH_DEV void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t slot, gh_rng_t* rng,
                            uint32_t* probes) {
-  const uint32_t lane = gh_lane_id(), lt = gh_lanemask_lt();
+  const uint32_t first = __ffs(mask) - 1u;
+  const uint32_t sweep_steps = (h->n_words + 31u) / 32u;
   void* mine = NULL;
-  for (uint32_t i = 0; i < h->probe_limit && *need; i++) {
-    const uint32_t w0 = gh_warp_window(h, mask, i, slot, rng);
-    if (*need & (1u << lane)) (*probes)++;
-    uint32_t word;
-    const uint32_t got = gh_warp_claim_pages(h, mask, w0, gh_popc(*need), &word);
-    gh_warp_move_hint(h, mask, got, word, slot);
-    uint32_t holders = __ballot_sync(mask, got != 0u);
-    while (holders) {
-      const uint32_t holder = __ffs(holders) - 1u;
-      holders &= holders - 1u;
-      const uint32_t bits = __shfl_sync(mask, got, holder);
-      const uint32_t hw = __shfl_sync(mask, word, holder);
-      if (*need & (1u << lane)) {
-        const uint32_t r = gh_popc(*need & lt);
-        if (r < gh_popc(bits)) {
-          const uint32_t p = hw * 32u + gh_nth_set_bit(bits, r);
-          gh_run_mark(h, p, 1);
-          mine = gh_page_ptr(h, p);
-        }
-      }
-      *need = gh_drop_lowest_bits(*need, gh_popc(bits));
+  for (uint32_t i = 0; i < h->probe_limit && *need; i++)
+    gh_warp_pages_step(h, mask, need, gh_warp_window(h, mask, i, slot, rng), slot, &mine, probes);
+  for (uint32_t round = 0; round < 2u && *need; round++) {
+    if (round == 1u) {
+      uint32_t stolen = 0;
+      if (gh_lane_id() == first) stolen = gh_steal_pinned(h);
+      if (__shfl_sync(mask, stolen, first) == 0u) break;
     }
-  }
-  if (*need & (1u << lane)) {
-    const uint32_t p = gh_page_claim_one(h, slot, true, rng, probes);
-    if (p != GH_NO_PAGE) {
-      gh_run_mark(h, p, 1);
-      mine = gh_page_ptr(h, p);
+    uint32_t w0 = __shfl_sync(mask, gh_rng_below(rng, h->n_words), first);
+    for (uint32_t i = 0; i < sweep_steps && *need; i++) {
+      gh_warp_pages_step(h, mask, need, w0, slot, &mine, probes);
+      w0 += 32u;
+      if (w0 >= h->n_words) w0 -= h->n_words;
     }
   }
   *need = 0u;
@@ -212,27 +226,37 @@ GH_DEV void* gh_warp_class_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* n
   return mine;
 }
 
+/* The hint state of a group, as all lanes of `mask` see it after lane `src`
+ * changed it. */
+GH_DEV void gh_warp_share_hint(uint32_t mask, gh_hint_t* hs, uint32_t src) {
+  hs->seen = __shfl_sync(mask, hs->seen, src);
+  hs->old = __shfl_sync(mask, hs->old, src);
+  hs->refiller = __shfl_sync(mask, (uint32_t)hs->refiller, src) != 0u;
+}
+
 /* Slow path for the chunk requests of class cls in `need` (all lanes of
- * `mask` execute it): the hint slot again (someone may have refilled it),
- * new pages by collective steps, pages of the class with room, then, lane by
- * lane, the sweeps of core.h. */
+ * `mask` execute it, each with the same *hs): the hint slot again (its
+ * refiller may be done), new pages by collective steps, pages of the class
+ * with room, then, lane by lane, the sweeps of core.h. A refiller's slot is
+ * given its new page by the first page formatted with room to spare, or
+ * given up before the lanes go on alone. */
 GH_DEV void* gh_warp_chunks_slow(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t cls, uint32_t slot,
-                                 uint32_t hint_seen, gh_rng_t* rng, uint32_t* probes) {
+                                 gh_hint_t hs, gh_rng_t* rng, uint32_t* probes) {
   const uint32_t lane = gh_lane_id(), first = __ffs(mask) - 1u;
   const uint32_t per_page = h->classes[cls].per_page;
   void* mine = NULL;
   gh_grant_t g;
-  {
+  if (!hs.refiller) {
     uint32_t k = 0, now = GH_NO_PAGE;
     if (lane == first) {
-      now = gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot));
-      if (now != hint_seen && now != GH_NO_PAGE) {
+      now = gh_atomic_load_acquire(gh_hint_slot(h, cls, slot));
+      if (now != hs.seen && now < GH_REFILL) {
         uint32_t used = 0;
         k = gh_page_reserve(h, now, cls, gh_popc(*need), &used);
         if (k) gh_grant_set(h, &g, now, cls, k, used);
       }
     }
-    hint_seen = __shfl_sync(mask, now, first);
+    hs.seen = __shfl_sync(mask, now, first);
     if (__shfl_sync(mask, k, first)) mine = gh_warp_distribute(h, mask, first, &g, cls, need);
   }
   for (uint32_t i = 0; i < h->probe_limit && *need; i++) {
@@ -252,8 +276,9 @@ GH_DEV void* gh_warp_chunks_slow(const gh_dheap_t* h, uint32_t mask, uint32_t* n
       if (lane == holder) {
         const uint32_t p = word * 32u + gh_ctz(got);
         got &= got - 1u;
-        gh_grant_from_new_page(h, p, cls, slot, gh_popc(*need), hint_seen, &g);
+        gh_grant_from_new_page(h, p, cls, slot, gh_popc(*need), &hs, &g);
       }
+      gh_warp_share_hint(mask, &hs, holder);
       if (__shfl_sync(mask, got, holder) != 0u) holders |= 1u << holder; /* it has more pages */
       void* c = gh_warp_distribute(h, mask, holder, &g, cls, need);
       if (c) mine = c;
@@ -263,10 +288,14 @@ GH_DEV void* gh_warp_chunks_slow(const gh_dheap_t* h, uint32_t mask, uint32_t* n
     void* c = gh_warp_class_pages(h, mask, need, cls, rng, false, probes);
     if (c) mine = c;
   }
+  if (hs.refiller) { /* no new page to give the slot: give it up */
+    if (lane == first) gh_hint_abandon(h, cls, slot, &hs);
+    gh_warp_share_hint(mask, &hs, first);
+  }
   if (*need & (1u << lane)) {
     /* What the collective steps left: each lane as in core.h. */
     gh_grant_t lg;
-    if (gh_grant_slow(h, cls, slot, 1, hint_seen, rng, &lg, probes)) {
+    if (gh_grant_slow(h, cls, slot, 1, &hs, rng, &lg, probes)) {
       const uint32_t bit = gh_chunks_take(h, lg.page, &h->classes[cls], &lg.left, &lg.cursor, &lg.seen);
       mine = gh_chunk_ptr(h, lg.page, cls, lg.cursor * 32u + gh_ctz(bit));
     }
@@ -290,15 +319,15 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
   const uint32_t slot = gh_sm_id() % h->n_slots;
   uint32_t probes = 0;
   void* ptr = NULL;
-  uint32_t hint_seen = GH_NO_PAGE;
+  gh_hint_t hs = {GH_NO_PAGE, GH_NO_PAGE, false};
   const uint32_t peers = __match_any_sync(active, key);
   if (key < GH_KEY_PAGE) {
     /* Fast path: the group's leader reserves on the hint page for all. */
     const uint32_t leader = __ffs(peers) - 1u;
     gh_grant_t g;
     uint32_t k = 0;
-    if (lane == leader) k = gh_grant_from_hint(h, cls, slot, gh_popc(peers), &hint_seen, &g);
-    hint_seen = __shfl_sync(peers, hint_seen, leader);
+    if (lane == leader) k = gh_grant_from_hint(h, cls, slot, gh_popc(peers), &hs, &g);
+    gh_warp_share_hint(peers, &hs, leader);
     if (__shfl_sync(peers, k, leader)) {
       uint32_t need = peers;
       ptr = gh_warp_distribute(h, peers, leader, &g, cls, &need);
@@ -317,14 +346,15 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
   while (pending) {
     const uint32_t first = __ffs(pending) - 1u;
     const uint32_t gkey = __shfl_sync(active, key, first);
-    const uint32_t ghint = __shfl_sync(active, hint_seen, first);
+    gh_hint_t ghs = hs;
+    gh_warp_share_hint(active, &ghs, first);
     uint32_t need = pending & __ballot_sync(active, key == gkey);
     pending &= ~need;
     void* got;
     if (gkey == GH_KEY_PAGE) {
       got = gh_warp_pages(h, active, &need, slot, &rng, &probes);
     } else {
-      got = gh_warp_chunks_slow(h, active, &need, gkey, slot, ghint, &rng, &probes);
+      got = gh_warp_chunks_slow(h, active, &need, gkey, slot, ghs, &rng, &probes);
     }
     if (got) ptr = got;
   }

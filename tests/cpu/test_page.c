@@ -62,34 +62,53 @@ static void test_transitions(void) {
   gh_page_unreserve(h, 5, 1);
   CHECK(page_settled_free(h, 5));
 
-  /* A pinned page survives becoming empty; unpinning closes it. */
+  /* Hint slots: an empty slot makes its first user the refiller; it installs
+   * a pinned page, which survives becoming empty. */
+  gh_grant_t hg;
+  gh_hint_t hs;
+  CHECK(gh_grant_from_hint(h, cls, 1, 1, &hs, &hg) == 0 && hs.refiller && hs.old == GH_NO_PAGE);
+  CHECK(*gh_hint_slot(h, cls, 1) == GH_REFILL);
   CHECK(gh_pages_claim(h, 0, 1u << 7) == (1u << 7));
-  gh_page_format(h, 7, cls, 1, 1, true);
-  gh_hint_install(h, cls, 1, GH_NO_PAGE, 7);
+  CHECK(gh_grant_from_new_page(h, 7, cls, 1, 1, &hs, &hg) == 1 && !hs.refiller && hs.seen == 7);
   CHECK(*gh_hint_slot(h, cls, 1) == 7);
-  CHECK(gh_chunks_take(h, 7, &h->classes[cls], &(uint32_t){1}, &(uint32_t){0}, &(uint32_t){0}) == 1u);
+  CHECK(gh_atomic_load_relaxed(&h->xcount[7]) == (GH_COUNT_OPEN | GH_COUNT_PINNED | gh_count_class(cls) | 1u));
+  CHECK(gh_chunks_take(h, 7, &h->classes[cls], &hg.left, &hg.cursor, &hg.seen) == 1u);
   CHECK(gh_chunks_release(h, 7, 0, 1u) == 1u);
   gh_page_unreserve(h, 7, 1);
   CHECK(gh_atomic_load_relaxed(&h->xcount[7]) == (GH_COUNT_OPEN | GH_COUNT_PINNED | gh_count_class(cls)));
-  /* Replacing the hint drops the old page's pin, which closes it. */
+  /* Fill page 7; the next thread finds it full and becomes the refiller. */
+  CHECK(gh_grant_from_hint(h, cls, 1, per, &hs, &hg) == per && !hs.refiller);
+  while (hg.left) gh_chunks_take(h, 7, &h->classes[cls], &hg.left, &hg.cursor, &hg.seen);
+  CHECK(gh_grant_from_hint(h, cls, 1, 1, &hs, &hg) == 0 && hs.refiller && hs.old == 7);
+  /* Others wait (bounded) and then search alone, without changing the slot. */
+  gh_hint_t other;
+  CHECK(gh_grant_from_hint(h, cls, 1, 1, &other, &hg) == 0 && !other.refiller && other.seen == GH_REFILL);
+  /* The refiller installs page 8; page 7 loses its pin, and closes once emptied. */
   CHECK(gh_pages_claim(h, 0, 1u << 8) == (1u << 8));
-  gh_page_format(h, 8, cls, 1, 1, true);
-  gh_hint_install(h, cls, 1, 7, 8);
-  CHECK(*gh_hint_slot(h, cls, 1) == 8);
+  CHECK(gh_grant_from_new_page(h, 8, cls, 1, 1, &hs, &hg) == 1 && *gh_hint_slot(h, cls, 1) == 8);
+  CHECK(gh_atomic_load_relaxed(&h->xcount[7]) == (GH_COUNT_OPEN | gh_count_class(cls) | per));
+  for (uint32_t w = 0; w < h->classes[cls].words; w++)
+    gh_page_unreserve(h, 7, gh_popc(gh_chunks_release(h, 7, w, 0xFFFFFFFFu)));
   CHECK(page_settled_free(h, 7));
-  /* A stale install loses and unpins its own page instead. */
-  CHECK(gh_pages_claim(h, 0, 1u << 9) == (1u << 9));
-  gh_page_format(h, 9, cls, 1, 1, true);
-  gh_hint_install(h, cls, 1, 7, 9);
-  CHECK(*gh_hint_slot(h, cls, 1) == 8);
-  CHECK(gh_atomic_load_relaxed(&h->xcount[9]) == (GH_COUNT_OPEN | gh_count_class(cls) | 1u));
-  /* Stealing takes the empty pinned page 8 (after its chunk goes) out of its slot. */
-  CHECK(gh_chunks_take(h, 8, &h->classes[cls], &(uint32_t){1}, &(uint32_t){0}, &(uint32_t){0}) == 1u);
-  CHECK(gh_steal_pinned(h) == 0); /* page 8 still has a chunk */
+  /* Taking a page's last chunks as part of a larger request makes the taker
+   * the refiller; one that gives up leaves the slot empty, the page unpinned. */
+  gh_chunks_take(h, 8, &h->classes[cls], &hg.left, &hg.cursor, &hg.seen);
+  CHECK(gh_grant_from_hint(h, cls, 1, per, &hs, &hg) == per - 1 && hs.refiller && hs.old == 8);
+  gh_page_unreserve(h, 8, per - 1); /* give the grant back untaken */
+  gh_hint_abandon(h, cls, 1, &hs);
+  CHECK(*gh_hint_slot(h, cls, 1) == GH_NO_PAGE && !hs.refiller);
+  CHECK(gh_atomic_load_relaxed(&h->xcount[8]) == (GH_COUNT_OPEN | gh_count_class(cls) | 1u));
+  /* Stealing takes an empty pinned page out of its slot. */
   CHECK(gh_chunks_release(h, 8, 0, 1u) == 1u);
   gh_page_unreserve(h, 8, 1);
+  CHECK(page_settled_free(h, 8));
+  CHECK(gh_grant_from_hint(h, cls, 2, 1, &hs, &hg) == 0 && hs.refiller);
+  CHECK(gh_pages_claim(h, 0, 1u << 9) == (1u << 9));
+  gh_grant_from_new_page(h, 9, cls, 2, 1, &hs, &hg);
+  CHECK(gh_steal_pinned(h) == 0); /* page 9 has a chunk */
+  gh_page_unreserve(h, 9, 1);     /* (reserved, never taken) */
   CHECK(gh_steal_pinned(h) == 1);
-  CHECK(page_settled_free(h, 8) && *gh_hint_slot(h, cls, 1) == GH_NO_PAGE);
+  CHECK(page_settled_free(h, 9) && *gh_hint_slot(h, cls, 2) == GH_NO_PAGE);
 
   /* Runs: claim across a word boundary, free once, second free refused. */
   CHECK(gh_run_claim(h, 30, 4));
