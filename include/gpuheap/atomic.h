@@ -49,6 +49,8 @@ GH_FN uint32_t gh_atomic_add_release(uint32_t* p, uint32_t v) { return GH__RMW(f
 GH_FN uint32_t gh_atomic_sub_acq_rel(uint32_t* p, uint32_t v) { return GH__RMW(fetch_sub, p, v, ACQ_REL); }
 GH_FN uint32_t gh_atomic_or_acquire(uint32_t* p, uint32_t v) { return GH__RMW(fetch_or, p, v, ACQUIRE); }
 GH_FN uint32_t gh_atomic_and_release(uint32_t* p, uint32_t v) { return GH__RMW(fetch_and, p, v, RELEASE); }
+GH_FN uint32_t gh_atomic_or_relaxed(uint32_t* p, uint32_t v) { return GH__RMW(fetch_or, p, v, RELAXED); }
+GH_FN uint32_t gh_atomic_and_relaxed(uint32_t* p, uint32_t v) { return GH__RMW(fetch_and, p, v, RELAXED); }
 
 /* Strong CAS; on failure *expected holds the value seen. */
 GH_FN bool gh_atomic_cas_acq_rel(uint32_t* p, uint32_t* expected, uint32_t desired) {

@@ -1,17 +1,17 @@
 /* gpuheap: one lane's allocation and free, the same on device and CPU.
  *
  * The CPU build runs exactly this; the GPU runs the warp layer (warp.cuh),
- * which does the same steps for a group of lanes at once and falls back to
- * these functions for what it does not aggregate. A request of n chunks of a
- * class is served, in order, from:
+ * which asks the same sources for a group of lanes at once (gh_grant_next)
+ * and falls back to one lane at a time for what is left. A request of n
+ * chunks of a class is served, in order, from:
  *   1. the page in the caller's hint slot (one fetch-add, one fetch-or), or
- *      the page its refiller installs there (one thread refills a slot; the
- *      others wait a little rather than each formatting a page);
- *   2. a free page near the slot's frame hint or at random words
- *      (gh_page_claim_one), formatted for the class, pinned and installed as
- *      the slot's hint;
- *   3. a page of the class with room, found by random probes of xcount;
- *   4. the sweeps: every word of the page bitmap, empty pages stolen from
+ *      the page its refiller installs there (one thread refills a slot);
+ *   2. a page of the class with room, from the class's room bitmap;
+ *   3. a free page near the slot's frame hint or at random words
+ *      (gh_page_claim_one), formatted for the class (and installed as the
+ *      slot's hint by its refiller);
+ *   4. a page of the class with room, by random probes of xcount;
+ *   5. the sweeps: every word of the page bitmap, empty pages stolen from
  *      hint slots, every page of the class.
  * Only when all of these find nothing is NULL returned.
  */
@@ -39,22 +39,23 @@ GH_FN void* gh_chunk_ptr(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t
   return gh_page_ptr(h, p) + (size_t)idx * h->classes[cls].size;
 }
 
-/* Step 1: reserve up to n chunks on the hint slot's page. When it has no
+/* Source 1: reserve up to n chunks on the hint slot's page. When it has no
  * room, one thread moves the slot to GH_REFILL and becomes its refiller (it
- * goes on to find the next page; *hs says so); the others wait for the new
- * page (bounded, then they search alone) instead of each formatting a page
- * of their own. Returns the chunks reserved; fewer than n: the rest go to
- * the slow path. */
+ * goes on to find the next page; *hs says so). The others wait for the new
+ * page (bounded; and only for classes with many chunks per page, where a
+ * refill is rare) instead of each formatting a page of its own. Returns the
+ * chunks reserved; fewer than n: the rest come from the next sources. */
 GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_grant_t* g) {
   uint32_t* s = gh_hint_slot(h, cls, slot);
+  const bool wait = h->classes[cls].per_page >= GH_REFILL_MIN_CHUNKS;
   hs->refiller = false;
   hs->old = GH_NO_PAGE;
   for (uint32_t i = 0;; i++) {
     uint32_t p = gh_atomic_load_acquire(s);
     hs->seen = p;
     if (p == GH_REFILL) {
-      if (i >= GH_REFILL_WAIT) return 0; /* the refiller is slow: search alone */
+      if (!wait || i >= GH_REFILL_WAIT) return 0; /* the next sources, alone */
       gh_backoff(i);
       continue;
     }
@@ -76,9 +77,43 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
   }
 }
 
+/* Source 2: a page of the class with room, from the class's room bitmap:
+ * probe_limit words from the slot's frame hint (where the slot's pages
+ * cluster), then probe_limit random words. A refiller installs the page it
+ * finds as the slot's hint. Stale bits are cleared on the way. */
+GH_FN uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
+                                  gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
+  const uint32_t* room = h->xroom + (size_t)cls * h->n_words;
+  const uint32_t hint = gh_atomic_load_relaxed(&h->xfhints[slot]);
+  uint32_t w = hint < h->n_words ? hint : gh_rng_below(rng, h->n_words);
+  for (uint32_t i = 0; i < 2u * h->probe_limit; i++) {
+    if (i >= h->probe_limit) w = gh_rng_below(rng, h->n_words);
+    (*probes)++;
+    uint32_t v = gh_atomic_load_relaxed(&room[w]);
+    while (v) {
+      const uint32_t p = (w << 5) + gh_ctz(v);
+      v &= v - 1u;
+      uint32_t used = 0;
+      const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
+      if (!k) {
+        gh_room_clear(h, cls, p); /* full, closed or another class now */
+        continue;
+      }
+      gh_grant_set(h, g, p, cls, k, used);
+      if (hs->refiller && used + k < h->classes[cls].per_page && gh_page_pin(h, p, cls)) {
+        gh_atomic_store_relaxed(&h->xstate[p], gh_state_chunk(cls, slot)); /* the slot that holds it now */
+        gh_hint_install(h, cls, slot, hs, p);
+      }
+      return k;
+    }
+    w = (w + 1u == h->n_words) ? 0u : w + 1u;
+  }
+  return 0;
+}
+
 /* A freshly claimed page p: format it with a reservation of n chunks. If
- * chunks are left over and the caller is the slot's refiller, pin it and
- * install it. */
+ * chunks are left over, the refiller pins it and installs it; anyone else
+ * marks it in the room bitmap, where others will find it. */
 GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t slot, uint32_t n,
                                       gh_hint_t* hs, gh_grant_t* g) {
   const uint32_t per_page = h->classes[cls].per_page;
@@ -86,12 +121,15 @@ GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t 
   const bool pin = k < per_page && hs->refiller;
   gh_page_format(h, p, cls, slot, k, pin);
   gh_grant_set(h, g, p, cls, k, 0);
-  if (pin) gh_hint_install(h, cls, slot, hs, p);
+  if (pin)
+    gh_hint_install(h, cls, slot, hs, p);
+  else if (k < per_page)
+    gh_room_set(h, cls, p);
   return k;
 }
 
-/* Steps 3 and 4a: a page of class cls with room, by `count` probes of pages
- * from p0 (random: p0 drawn anew each probe; sweep: consecutive). */
+/* Source 4 and the last: a page of class cls with room, by `count` probes of
+ * xcount (random), or by visiting every page (sweep). */
 GH_FN uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, uint32_t n, gh_rng_t* rng, bool sweep,
                                         gh_grant_t* g, uint32_t* probes) {
   const uint32_t per_page = h->classes[cls].per_page;
@@ -115,32 +153,54 @@ GH_FN uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, uint3
   return 0;
 }
 
-/* Steps 2 to 4 for one lane: a grant of up to n chunks, or 0 if full. A
- * refiller that installs nothing gives its slot up on the way out. */
-GH_FN uint32_t gh_grant_slow(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
+/* Where a search for chunks stands: the next source to ask, and the hint. */
+#define GH_SRC_HINT 0u
+#define GH_SRC_ROOM 1u
+#define GH_SRC_NEW 2u      /* a free page near the frame hint or at random words */
+#define GH_SRC_CLASS 3u    /* random probes of xcount */
+#define GH_SRC_SWEEP 4u    /* every word of the page bitmap, then stealing */
+#define GH_SRC_CLASS_ALL 5u
+#define GH_SRC_DONE 6u
+
+typedef struct gh_search_s {
+  uint32_t src;
+  gh_hint_t hs;
+} gh_search_t;
+
+/* The next grant of up to n chunks of class cls, asking the sources in order
+ * and staying with one while it gives. Stops before source `stop` (returning
+ * 0 with s->src == stop), or returns 0 with s->src == GH_SRC_DONE when no
+ * source has room: only then is the heap full for this class. A refiller
+ * that has installed nothing by then gives its slot up. */
+GH_FN uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_search_t* s, uint32_t stop,
                              gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
-  uint32_t k = 0;
-  if (!hs->refiller) {
-    /* Someone may have installed a fresh hint since we looked. */
-    const uint32_t now = gh_atomic_load_acquire(gh_hint_slot(h, cls, slot));
-    if (now != hs->seen && now < GH_REFILL) {
-      uint32_t used = 0;
-      k = gh_page_reserve(h, now, cls, n, &used);
-      if (k) gh_grant_set(h, g, now, cls, k, used);
+  while (s->src < stop) {
+    uint32_t k = 0, p;
+    const uint32_t src = s->src;
+    switch (src) {
+      case GH_SRC_HINT:
+        /* Whole pages for requests that fill them: no need to share. */
+        if (n >= h->classes[cls].per_page && (p = gh_page_claim_one(h, slot, false, rng, probes)) != GH_NO_PAGE)
+          return gh_grant_from_new_page(h, p, cls, slot, n, &s->hs, g);
+        k = gh_grant_from_hint(h, cls, slot, n, &s->hs, g);
+        break;
+      case GH_SRC_ROOM:
+        k = gh_grant_from_room(h, cls, slot, n, &s->hs, rng, g, probes);
+        break;
+      case GH_SRC_NEW:
+      case GH_SRC_SWEEP:
+        p = gh_page_claim_one(h, slot, src == GH_SRC_SWEEP, rng, probes);
+        if (p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, slot, n, &s->hs, g);
+        break;
+      default: /* GH_SRC_CLASS, GH_SRC_CLASS_ALL */
+        k = gh_grant_from_class_page(h, cls, n, rng, src == GH_SRC_CLASS_ALL, g, probes);
+        break;
     }
-    hs->seen = now;
+    if (src == GH_SRC_HINT || !k) s->src = src + 1u; /* the hint is asked once; others while they give */
+    if (s->src == GH_SRC_DONE) gh_hint_abandon(h, cls, slot, &s->hs);
+    if (k) return k;
   }
-  /* A new page while free ones are easy to find; then pages of the class
-   * with room; then the sweeps. */
-  uint32_t p = GH_NO_PAGE;
-  if (!k) p = gh_page_claim_one(h, slot, false, rng, probes);
-  if (!k && p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, slot, n, hs, g);
-  if (!k) k = gh_grant_from_class_page(h, cls, n, rng, false, g, probes);
-  if (!k) p = gh_page_claim_one(h, slot, true, rng, probes);
-  if (!k && p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, slot, n, hs, g);
-  if (!k) k = gh_grant_from_class_page(h, cls, n, rng, true, g, probes);
-  gh_hint_abandon(h, cls, slot, hs);
-  return k;
+  return 0;
 }
 
 /* Pages for a request of `size` bytes served as a run; 0 if it cannot fit. */
@@ -161,9 +221,10 @@ GH_FN void* gh_lane_malloc(const gh_dheap_t* h, size_t size, uint32_t slot, gh_r
   }
   const uint32_t cls = gh_size_to_class((uint32_t)size);
   gh_grant_t g;
-  gh_hint_t hs;
-  if (!gh_grant_from_hint(h, cls, slot, 1, &hs, &g) && !gh_grant_slow(h, cls, slot, 1, &hs, rng, &g, probes))
-    return NULL;
+  gh_search_t s = {GH_SRC_HINT, {GH_NO_PAGE, GH_NO_PAGE, false}};
+  const uint32_t k = gh_grant_next(h, cls, slot, 1, &s, GH_SRC_DONE, rng, &g, probes);
+  if (s.hs.refiller) gh_hint_abandon(h, cls, slot, &s.hs); /* served before a new page was needed */
+  if (!k) return NULL;
   const uint32_t bit = gh_chunks_take(h, g.page, &h->classes[cls], &g.left, &g.cursor, &g.seen);
   return gh_chunk_ptr(h, g.page, cls, g.cursor * 32u + gh_ctz(bit));
 }

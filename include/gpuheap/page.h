@@ -45,11 +45,29 @@ GH_FN void gh_pages_release(const gh_dheap_t* h, uint32_t w, uint32_t mask) {
   (void)old;
 }
 
+/* The room bitmaps (a hint: see types.h). Each bit is tested before the
+ * atomic, so setting a set bit or clearing a clear one costs a load. */
+GH_FN uint32_t* gh_room_word(const gh_dheap_t* h, uint32_t cls, uint32_t p) {
+  return &h->xroom[(size_t)cls * h->n_words + (p >> 5)];
+}
+GH_FN void gh_room_set(const gh_dheap_t* h, uint32_t cls, uint32_t p) {
+  uint32_t* w = gh_room_word(h, cls, p);
+  const uint32_t bit = 1u << (p & 31u);
+  if (!(gh_atomic_load_relaxed(w) & bit)) gh_atomic_or_relaxed(w, bit);
+}
+GH_FN void gh_room_clear(const gh_dheap_t* h, uint32_t cls, uint32_t p) {
+  uint32_t* w = gh_room_word(h, cls, p);
+  const uint32_t bit = 1u << (p & 31u);
+  if (gh_atomic_load_relaxed(w) & bit) gh_atomic_and_relaxed(w, ~bit);
+}
+GH_FN uint32_t gh_count_cls(uint32_t c) { return (c & GH_COUNT_CLASS_MASK) >> GH_COUNT_CLASS_SHIFT; }
+
 /* Close an empty page: model process `close`. `seen` is the xcount value
  * OPEN|class|0 that the caller brought about. Only one CAS can succeed; the
  * winner frees the page. A failed CAS means someone reserved in between, and
  * the page lives on (that someone will bring used to zero again). */
 GH_FN void gh_page_try_close(const gh_dheap_t* h, uint32_t p, uint32_t seen) {
+  const uint32_t seen_class = seen;
   if (!gh_atomic_cas_acq_rel(&h->xcount[p], &seen, 0u)) return;
 #if GH_CHECKED
   {
@@ -57,19 +75,29 @@ GH_FN void gh_page_try_close(const gh_dheap_t* h, uint32_t p, uint32_t seen) {
     for (uint32_t i = 0; i < h->chunk_words; i++) gh_assert_expensive(gh_atomic_load_relaxed(&bm[i]) == 0u);
   }
 #endif
+  gh_room_clear(h, gh_count_cls(seen_class), p);
   gh_atomic_store_relaxed(&h->xstate[p], GH_STATE_FREE);
   gh_pages_release(h, p >> 5, 1u << (p & 31u)); /* release: publishes FREE and the empty bitmap */
 }
 
-/* After subtracting from xcount: close the page if the result is empty. */
-GH_FN void gh_page_settle(const gh_dheap_t* h, uint32_t p, uint32_t now) {
-  if ((now & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) == GH_COUNT_OPEN) gh_page_try_close(h, p, now);
+/* After subtracting from xcount (was `old`, now `now`): close the page if it
+ * is empty; mark it as having room if this subtraction is the one that took
+ * an open, unpinned page below full. */
+GH_FN void gh_page_settle(const gh_dheap_t* h, uint32_t p, uint32_t old, uint32_t now) {
+  if ((now & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) == GH_COUNT_OPEN) {
+    gh_page_try_close(h, p, now);
+    return;
+  }
+  if ((now & (GH_COUNT_OPEN | GH_COUNT_PINNED)) == GH_COUNT_OPEN) {
+    const uint32_t cls = gh_count_cls(now), per_page = h->classes[cls].per_page;
+    if ((old & GH_COUNT_USED_MASK) >= per_page && (now & GH_COUNT_USED_MASK) < per_page) gh_room_set(h, cls, p);
+  }
 }
 
 /* Give back k reserved chunks (or undo a reservation): model `unreserve`. */
 GH_FN void gh_page_unreserve(const gh_dheap_t* h, uint32_t p, uint32_t k) {
   const uint32_t old = gh_atomic_sub_acq_rel(&h->xcount[p], k);
-  gh_page_settle(h, p, old - k);
+  gh_page_settle(h, p, old, old - k);
 }
 
 /* Reserve up to n chunks of class cls on page p: model `reserve`. Returns
@@ -85,6 +113,12 @@ GH_FN uint32_t gh_page_reserve(const gh_dheap_t* h, uint32_t p, uint32_t cls, ui
   }
   const uint32_t k = (n <= per_page - used) ? n : per_page - used;
   if (k < n) gh_page_unreserve(h, p, n - k);
+  if (used + k == per_page) { /* we filled it: no longer room (unless a free came in between) */
+    gh_room_clear(h, cls, p);
+    const uint32_t now = gh_atomic_load_relaxed(&h->xcount[p]);
+    if ((now & (GH_COUNT_OPEN | GH_COUNT_PINNED)) == GH_COUNT_OPEN && (now & GH_COUNT_USED_MASK) < per_page)
+      gh_room_set(h, cls, p);
+  }
   *used_before = used;
   return k;
 }
@@ -103,7 +137,24 @@ GH_FN void gh_page_format(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_
 GH_FN void gh_page_unpin(const gh_dheap_t* h, uint32_t p) {
   const uint32_t old = gh_atomic_sub_acq_rel(&h->xcount[p], GH_COUNT_PINNED);
   gh_assert_internal((old & (GH_COUNT_OPEN | GH_COUNT_PINNED)) == (GH_COUNT_OPEN | GH_COUNT_PINNED));
-  gh_page_settle(h, p, old - GH_COUNT_PINNED);
+  const uint32_t now = old - GH_COUNT_PINNED;
+  if ((now & GH_COUNT_USED_MASK) != 0u && (now & GH_COUNT_USED_MASK) < h->classes[gh_count_cls(now)].per_page)
+    gh_room_set(h, gh_count_cls(now), p);
+  gh_page_settle(h, p, old, now);
+}
+
+/* Pin an open, unpinned page of class cls that has room, for a refiller to
+ * install: model `pin`. false if the page is not that (any more). */
+GH_FN bool gh_page_pin(const gh_dheap_t* h, uint32_t p, uint32_t cls) {
+  const uint32_t want = GH_COUNT_OPEN | gh_count_class(cls), per_page = h->classes[cls].per_page;
+  uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
+  while ((c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_CLASS_MASK)) == want && (c & GH_COUNT_USED_MASK) < per_page) {
+    if (gh_atomic_cas_acq_rel(&h->xcount[p], &c, c | GH_COUNT_PINNED)) {
+      gh_room_clear(h, cls, p);
+      return true;
+    }
+  }
+  return false;
 }
 
 GH_FN uint32_t* gh_hint_slot(const gh_dheap_t* h, uint32_t cls, uint32_t slot) {

@@ -24,6 +24,10 @@
  *   xchunks[p*chunk_words + w]  chunk bitmap of a chunk page: 1 = chunk taken.
  *   xhints[c*n_slots + s]       page index, GH_NO_PAGE, or GH_REFILL while
  *                 the one thread that found the page full finds the next.
+ *   xroom[c*n_words + p/32]  per class, bit p%32: page p is probably a page
+ *                 of the class with free chunks and in no hint slot. A hint
+ *                 only: set and cleared around the transitions (page.h),
+ *                 checked by every reservation, so a stale bit costs a probe.
  *   xfhints[s]    per slot, the page-bitmap word its last new page came from:
  *                 new pages are taken next to it, so pages in use cluster in
  *                 few words (frames, with 64 KiB pages) and whole free words
@@ -52,6 +56,7 @@
 #define GH_NO_PAGE 0xFFFFFFFFu
 #define GH_REFILL 0xFFFFFFFEu         /* a hint slot being refilled by one thread */
 #define GH_REFILL_WAIT 24u            /* re-reads of a REFILL slot before searching alone */
+#define GH_REFILL_MIN_CHUNKS 512u     /* classes with fewer chunks per page never wait for a refill */
 #define GH_MAX_SLOTS (1u << 16)
 
 /* xstate encodings. */
@@ -102,6 +107,7 @@ typedef struct gh_dheap_s {
   uint32_t* xchunks;
   uint32_t* xhints;
   uint32_t* xfhints;      /* [n_slots] */
+  uint32_t* xroom;        /* [n_classes * n_words] */
   uint64_t* xerrors;      /* [GH_ERRC_COUNT] */
   gh_class_t classes[GH_MAX_CLASSES];
 } gh_dheap_t;

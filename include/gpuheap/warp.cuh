@@ -5,13 +5,13 @@
  * group (__match_any_sync); the group's leader reserves for all of them with
  * one fetch-add on its hint page and takes their chunks with one fetch-or per
  * bitmap word, and shuffles hand the chunks out. What the hint cannot serve
- * goes to the slow path, where the whole set of active lanes searches
- * together for one group at a time: each step reads 32 consecutive words of
- * the page bitmap (1024 pages) or 32 consecutive page counts in one
- * coalesced load, and claims what it needs from all of them at once. The
- * worst lane of a warp therefore waits as long as one warp-wide search, not
- * 32 separate ones. Multi-page runs are searched by each lane on its own
- * (core.h), as is whatever the collective steps leave (the sweeps).
+ * goes on to the room bitmap and to new pages, still one search for the
+ * group. Requests of one page are served by collective steps: each step
+ * reads 32 consecutive words of the page bitmap (1024 pages) in one
+ * coalesced load and claims what the warp needs from all of them at once,
+ * so the worst lane of a warp waits as long as one warp-wide search, not 32
+ * separate ones. Multi-page runs are searched by each lane on its own
+ * (core.h), as is whatever a group's search leaves (the sweeps).
  *
  * Every collective loop below is warp-uniform over the mask it names: its
  * trip count depends only on values broadcast to all lanes of that mask.
@@ -90,8 +90,9 @@ GH_DEV void* gh_warp_distribute(const gh_dheap_t* h, uint32_t mask, uint32_t hol
   return mine;
 }
 
-/* One collective step over 32 consecutive words of the page bitmap from
- * word w0: claim up to `want` free pages in all, from words that already
+/* One collective step over consecutive words of the page bitmap from word
+ * w0, one per lane of `mask` (32 for a whole warp): claim up to `want` free
+ * pages in all, from words that already
  * have pages in use first (so whole free words stay free for runs), lowest
  * lanes' words first. Returns this lane's claimed bits; *word its word. */
 GH_DEV uint32_t gh_warp_claim_pages(const gh_dheap_t* h, uint32_t mask, uint32_t w0, uint32_t want, uint32_t* word) {
@@ -166,7 +167,8 @@ GH_DEV void gh_warp_pages_step(const gh_dheap_t* h, uint32_t mask, uint32_t* nee
 GH_DEV void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t slot, gh_rng_t* rng,
                            uint32_t* probes) {
   const uint32_t first = __ffs(mask) - 1u;
-  const uint32_t sweep_steps = (h->n_words + 31u) / 32u;
+  const uint32_t width = gh_popc(mask); /* words read per step: one per lane */
+  const uint32_t sweep_steps = (h->n_words + width - 1u) / width;
   void* mine = NULL;
   for (uint32_t i = 0; i < h->probe_limit && *need; i++)
     gh_warp_pages_step(h, mask, need, gh_warp_window(h, mask, i, slot, rng), slot, &mine, probes);
@@ -179,7 +181,7 @@ GH_DEV void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, u
     uint32_t w0 = __shfl_sync(mask, gh_rng_below(rng, h->n_words), first);
     for (uint32_t i = 0; i < sweep_steps && *need; i++) {
       gh_warp_pages_step(h, mask, need, w0, slot, &mine, probes);
-      w0 += 32u;
+      w0 += width;
       if (w0 >= h->n_words) w0 -= h->n_words;
     }
   }
@@ -187,124 +189,11 @@ GH_DEV void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, u
   return mine;
 }
 
-/* Pages of class cls with room for the lanes of `need`: `steps` collective
- * windows of 32 consecutive pages, random or (sweep) all pages in turn. */
-GH_DEV void* gh_warp_class_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t cls, gh_rng_t* rng,
-                                 bool sweep, uint32_t* probes) {
-  const uint32_t lane = gh_lane_id(), first = __ffs(mask) - 1u;
-  const uint32_t rank = gh_popc(mask & gh_lanemask_lt());
-  const uint32_t per_page = h->classes[cls].per_page, want = GH_COUNT_OPEN | gh_count_class(cls);
-  const uint32_t steps = sweep ? (h->n_pages + 31u) / 32u : h->probe_limit;
-  void* mine = NULL;
-  gh_grant_t g;
-  uint32_t p0 = __shfl_sync(mask, gh_rng_below(rng, h->n_pages), first);
-  for (uint32_t i = 0; i < steps && *need; i++) {
-    if (!sweep) p0 = __shfl_sync(mask, gh_rng_below(rng, h->n_pages), first);
-    if (*need & (1u << lane)) (*probes)++;
-    uint32_t p = p0 + rank;
-    if (p >= h->n_pages) p -= h->n_pages;
-    const uint32_t c = rank < h->n_pages ? gh_atomic_load_relaxed(&h->xcount[p]) : 0u;
-    uint32_t holders =
-        __ballot_sync(mask, (c & (GH_COUNT_OPEN | GH_COUNT_CLASS_MASK)) == want && (c & GH_COUNT_USED_MASK) < per_page);
-    while (holders && *need) {
-      const uint32_t holder = __ffs(holders) - 1u;
-      holders &= holders - 1u;
-      uint32_t k = 0;
-      if (lane == holder) {
-        uint32_t used = 0;
-        k = gh_page_reserve(h, p, cls, gh_popc(*need), &used);
-        if (k) gh_grant_set(h, &g, p, cls, k, used);
-      }
-      if (__shfl_sync(mask, k, holder)) {
-        void* c2 = gh_warp_distribute(h, mask, holder, &g, cls, need);
-        if (c2) mine = c2;
-      }
-    }
-    p0 += 32u;
-    if (p0 >= h->n_pages) p0 -= h->n_pages;
-  }
-  return mine;
-}
-
-/* The hint state of a group, as all lanes of `mask` see it after lane `src`
- * changed it. */
-GH_DEV void gh_warp_share_hint(uint32_t mask, gh_hint_t* hs, uint32_t src) {
-  hs->seen = __shfl_sync(mask, hs->seen, src);
-  hs->old = __shfl_sync(mask, hs->old, src);
-  hs->refiller = __shfl_sync(mask, (uint32_t)hs->refiller, src) != 0u;
-}
-
-/* Slow path for the chunk requests of class cls in `need` (all lanes of
- * `mask` execute it, each with the same *hs): the hint slot again (its
- * refiller may be done), new pages by collective steps, pages of the class
- * with room, then, lane by lane, the sweeps of core.h. A refiller's slot is
- * given its new page by the first page formatted with room to spare, or
- * given up before the lanes go on alone. */
-GH_DEV void* gh_warp_chunks_slow(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t cls, uint32_t slot,
-                                 gh_hint_t hs, gh_rng_t* rng, uint32_t* probes) {
-  const uint32_t lane = gh_lane_id(), first = __ffs(mask) - 1u;
-  const uint32_t per_page = h->classes[cls].per_page;
-  void* mine = NULL;
-  gh_grant_t g;
-  if (!hs.refiller) {
-    uint32_t k = 0, now = GH_NO_PAGE;
-    if (lane == first) {
-      now = gh_atomic_load_acquire(gh_hint_slot(h, cls, slot));
-      if (now != hs.seen && now < GH_REFILL) {
-        uint32_t used = 0;
-        k = gh_page_reserve(h, now, cls, gh_popc(*need), &used);
-        if (k) gh_grant_set(h, &g, now, cls, k, used);
-      }
-    }
-    hs.seen = __shfl_sync(mask, now, first);
-    if (__shfl_sync(mask, k, first)) mine = gh_warp_distribute(h, mask, first, &g, cls, need);
-  }
-  for (uint32_t i = 0; i < h->probe_limit && *need; i++) {
-    const uint32_t w0 = gh_warp_window(h, mask, i, slot, rng);
-    if (*need & (1u << lane)) (*probes)++;
-    uint32_t word;
-    uint32_t got = gh_warp_claim_pages(h, mask, w0, (gh_popc(*need) + per_page - 1u) / per_page, &word);
-    gh_warp_move_hint(h, mask, got, word, slot);
-    uint32_t holders = __ballot_sync(mask, got != 0u);
-    while (holders) {
-      const uint32_t holder = __ffs(holders) - 1u;
-      holders &= holders - 1u;
-      if (*need == 0u) { /* not expected: claims are capped by the need */
-        if (lane == holder) gh_pages_release(h, word, got);
-        continue;
-      }
-      if (lane == holder) {
-        const uint32_t p = word * 32u + gh_ctz(got);
-        got &= got - 1u;
-        gh_grant_from_new_page(h, p, cls, slot, gh_popc(*need), &hs, &g);
-      }
-      gh_warp_share_hint(mask, &hs, holder);
-      if (__shfl_sync(mask, got, holder) != 0u) holders |= 1u << holder; /* it has more pages */
-      void* c = gh_warp_distribute(h, mask, holder, &g, cls, need);
-      if (c) mine = c;
-    }
-  }
-  if (*need) {
-    void* c = gh_warp_class_pages(h, mask, need, cls, rng, false, probes);
-    if (c) mine = c;
-  }
-  if (hs.refiller) { /* no new page to give the slot: give it up */
-    if (lane == first) gh_hint_abandon(h, cls, slot, &hs);
-    gh_warp_share_hint(mask, &hs, first);
-  }
-  if (*need & (1u << lane)) {
-    /* What the collective steps left: each lane as in core.h. */
-    gh_grant_t lg;
-    if (gh_grant_slow(h, cls, slot, 1, &hs, rng, &lg, probes)) {
-      const uint32_t bit = gh_chunks_take(h, lg.page, &h->classes[cls], &lg.left, &lg.cursor, &lg.seen);
-      mine = gh_chunk_ptr(h, lg.page, cls, lg.cursor * 32u + gh_ctz(bit));
-    }
-  }
-  *need = 0u;
-  return mine;
-}
-
-/* The device allocator's malloc for the active lanes of a warp. */
+/* The device allocator's malloc for the active lanes of a warp. Chunk
+ * requests: each group's leader asks the hint, room and new-page sources
+ * for the whole group (gh_grant_next), all groups at once; what is left, the
+ * lanes search alone. 1-page requests: collective steps. Longer runs: each
+ * lane alone. */
 GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_out) {
   const uint32_t active = __activemask();
   const uint32_t lane = gh_lane_id();
@@ -319,22 +208,30 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
   const uint32_t slot = gh_sm_id() % h->n_slots;
   uint32_t probes = 0;
   void* ptr = NULL;
-  gh_hint_t hs = {GH_NO_PAGE, GH_NO_PAGE, false};
+  gh_rng_t rng = gh_rng_seed(gh_global_thread_id(), (uint32_t)clock64());
   const uint32_t peers = __match_any_sync(active, key);
   if (key < GH_KEY_PAGE) {
-    /* Fast path: the group's leader reserves on the hint page for all. */
     const uint32_t leader = __ffs(peers) - 1u;
+    uint32_t need = peers;
+    gh_search_t s = {GH_SRC_HINT, {GH_NO_PAGE, GH_NO_PAGE, false}};
     gh_grant_t g;
-    uint32_t k = 0;
-    if (lane == leader) k = gh_grant_from_hint(h, cls, slot, gh_popc(peers), &hs, &g);
-    gh_warp_share_hint(peers, &hs, leader);
-    if (__shfl_sync(peers, k, leader)) {
-      uint32_t need = peers;
-      ptr = gh_warp_distribute(h, peers, leader, &g, cls, &need);
+    for (;;) {
+      uint32_t k = 0;
+      if (lane == leader) k = gh_grant_next(h, cls, slot, gh_popc(need), &s, GH_SRC_CLASS, &rng, &g, &probes);
+      if (!__shfl_sync(peers, k, leader)) break;
+      void* c = gh_warp_distribute(h, peers, leader, &g, cls, &need);
+      if (c) ptr = c;
+      if (!need) break;
     }
-  }
-  gh_rng_t rng = gh_rng_seed(gh_global_thread_id(), (uint32_t)clock64());
-  if (key >= GH_KEY_RUN && key < GH_KEY_NONE) {
+    if (lane == leader && s.hs.refiller) gh_hint_abandon(h, cls, slot, &s.hs);
+    if (need & (1u << lane)) {
+      gh_search_t ls = {GH_SRC_CLASS, {GH_NO_PAGE, GH_NO_PAGE, false}};
+      if (gh_grant_next(h, cls, slot, 1, &ls, GH_SRC_DONE, &rng, &g, &probes)) {
+        const uint32_t bit = gh_chunks_take(h, g.page, &h->classes[cls], &g.left, &g.cursor, &g.seen);
+        ptr = gh_chunk_ptr(h, g.page, cls, g.cursor * 32u + gh_ctz(bit));
+      }
+    }
+  } else if (key >= GH_KEY_RUN && key < GH_KEY_NONE) {
     const uint32_t n = gh_run_pages(h, size);
     const uint32_t s = gh_run_alloc(h, n, &rng, &probes);
     if (s != GH_NO_PAGE) {
@@ -342,21 +239,11 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
       ptr = gh_page_ptr(h, s);
     }
   }
-  uint32_t pending = __ballot_sync(active, ptr == NULL && key <= GH_KEY_PAGE);
-  while (pending) {
-    const uint32_t first = __ffs(pending) - 1u;
-    const uint32_t gkey = __shfl_sync(active, key, first);
-    gh_hint_t ghs = hs;
-    gh_warp_share_hint(active, &ghs, first);
-    uint32_t need = pending & __ballot_sync(active, key == gkey);
-    pending &= ~need;
-    void* got;
-    if (gkey == GH_KEY_PAGE) {
-      got = gh_warp_pages(h, active, &need, slot, &rng, &probes);
-    } else {
-      got = gh_warp_chunks_slow(h, active, &need, gkey, slot, ghs, &rng, &probes);
-    }
-    if (got) ptr = got;
+  /* 1-page requests: the whole set of active lanes searches together. */
+  uint32_t need = __ballot_sync(active, key == GH_KEY_PAGE);
+  if (need) {
+    void* got = gh_warp_pages(h, active, &need, slot, &rng, &probes);
+    if (key == GH_KEY_PAGE) ptr = got;
   }
   if (probes_out) *probes_out = probes;
   return ptr;

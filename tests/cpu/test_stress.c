@@ -127,6 +127,15 @@ int main(int argc, char** argv) {
   CHECK_EQ_U64(st.pages_chunk, st.pages_pinned); /* only empty hint pages remain */
   CHECK_EQ_U64(st.double_frees + st.foreign_frees, 0);
   /* ...and they are room: the whole heap as one run. */
+  {
+    const gh_dheap_t* h = gh_cpu_heap_core(heap);
+    int shown = 0;
+    for (uint32_t p = 0; p < h->n_pages && shown < 8; p++)
+      if (((h->xpages[p >> 5] >> (p & 31)) & 1u) && !(h->xcount[p] & GH_COUNT_OPEN)) {
+        fprintf(stderr, "page %u in use: state %08x count %08x\n", p, h->xstate[p], h->xcount[p]);
+        shown++;
+      }
+  }
   void* all = gh_cpu_malloc(heap, st.heap_bytes);
   CHECK(all != NULL);
   gh_cpu_free(heap, all);
