@@ -87,7 +87,7 @@ int gh_heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* opts)
     destroy_parts(heap);
     return err;
   }
-  gh_layout_header(&heap->view, &heap->layout, base, (uint8_t*)heap->d_heap, pages, shift, slots, o.probe_limit);
+  gh_layout_header(&heap->view, &heap->layout, base, (uint8_t*)heap->d_heap, pages, shift, slots, o.probe_limit, o.refill_min);
   err = zero_metadata(heap);
   if (!err) {
     const cudaError_t c = cudaMemcpy(heap->d_heap, &heap->view, sizeof heap->view, cudaMemcpyHostToDevice);

@@ -53,7 +53,7 @@ int gh_cpu_heap_create(gh_cpu_heap_t** out, size_t bytes, const gh_heap_options_
     return _gh_error(GH_ERR_NOMEM, "gh_cpu_heap_create: %zu bytes", (size_t)pages << shift);
   }
   heap->h = (gh_dheap_t*)heap->meta;
-  gh_layout_header(heap->h, &heap->layout, heap->data, heap->meta, pages, shift, slots, o.probe_limit);
+  gh_layout_header(heap->h, &heap->layout, heap->data, heap->meta, pages, shift, slots, o.probe_limit, o.refill_min);
   clear_metadata(heap);
   *out = heap;
   return GH_OK;

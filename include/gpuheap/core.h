@@ -48,7 +48,7 @@ GH_FN void* gh_chunk_ptr(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t
 GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_grant_t* g) {
   uint32_t* s = gh_hint_slot(h, cls, slot);
-  const bool wait = h->classes[cls].per_page >= GH_REFILL_MIN_CHUNKS;
+  const bool wait = h->classes[cls].per_page >= h->refill_min;
   hs->refiller = false;
   hs->old = GH_NO_PAGE;
   for (uint32_t i = 0;; i++) {
@@ -77,36 +77,44 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
   }
 }
 
-/* Source 2: a page of the class with room, from the class's room bitmap:
- * probe_limit words from the slot's frame hint (where the slot's pages
- * cluster), then probe_limit random words. A refiller installs the page it
- * finds as the slot's hint. Stale bits are cleared on the way. */
+/* Source 2: a page of the class with room, from the class's room bitmap,
+ * read through its summary (one summary word covers 32 room words, 1024
+ * pages): probe_limit summary words from the one over the slot's frame hint
+ * (where the slot's pages cluster), then probe_limit random ones. A refiller
+ * installs the page it finds as the slot's hint. Stale bits are cleared on
+ * the way. */
 GH_FN uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
-  const uint32_t* room = h->xroom + (size_t)cls * h->n_words;
+  const uint32_t* sum = h->xroomsum + (size_t)cls * h->n_sum;
   const uint32_t hint = gh_atomic_load_relaxed(&h->xfhints[slot]);
-  uint32_t w = hint < h->n_words ? hint : gh_rng_below(rng, h->n_words);
-  for (uint32_t i = 0; i < 2u * h->probe_limit; i++) {
-    if (i >= h->probe_limit) w = gh_rng_below(rng, h->n_words);
+  uint32_t sw = hint < h->n_words ? hint >> 5 : gh_rng_below(rng, h->n_sum);
+  const uint32_t tries = h->n_sum < 2u * h->probe_limit ? h->n_sum : 2u * h->probe_limit;
+  for (uint32_t i = 0; i < tries; i++) {
+    if (i >= h->probe_limit && tries == 2u * h->probe_limit) sw = gh_rng_below(rng, h->n_sum);
     (*probes)++;
-    uint32_t v = gh_atomic_load_relaxed(&room[w]);
-    while (v) {
-      const uint32_t p = (w << 5) + gh_ctz(v);
-      v &= v - 1u;
-      uint32_t used = 0;
-      const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
-      if (!k) {
-        gh_room_clear(h, cls, p); /* full, closed or another class now */
-        continue;
+    uint32_t sv = gh_atomic_load_relaxed(&sum[sw]);
+    while (sv) {
+      const uint32_t w = (sw << 5) + gh_ctz(sv);
+      sv &= sv - 1u;
+      uint32_t v = gh_atomic_load_relaxed(gh_room_word(h, cls, w));
+      while (v) {
+        const uint32_t p = (w << 5) + gh_ctz(v);
+        v &= v - 1u;
+        uint32_t used = 0;
+        const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
+        if (!k) {
+          gh_room_clear(h, cls, p); /* full, closed or another class now */
+          continue;
+        }
+        gh_grant_set(h, g, p, cls, k, used);
+        if (hs->refiller && used + k < h->classes[cls].per_page && gh_page_pin(h, p, cls)) {
+          gh_atomic_store_relaxed(&h->xstate[p], gh_state_chunk(cls, slot)); /* the slot that holds it now */
+          gh_hint_install(h, cls, slot, hs, p);
+        }
+        return k;
       }
-      gh_grant_set(h, g, p, cls, k, used);
-      if (hs->refiller && used + k < h->classes[cls].per_page && gh_page_pin(h, p, cls)) {
-        gh_atomic_store_relaxed(&h->xstate[p], gh_state_chunk(cls, slot)); /* the slot that holds it now */
-        gh_hint_install(h, cls, slot, hs, p);
-      }
-      return k;
     }
-    w = (w + 1u == h->n_words) ? 0u : w + 1u;
+    sw = (sw + 1u == h->n_sum) ? 0u : sw + 1u;
   }
   return 0;
 }

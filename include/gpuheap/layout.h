@@ -3,7 +3,8 @@
  * CPU build and the statistics kernel.
  *
  * One metadata block holds, in order: the gh_dheap_t header, the page bitmap,
- * xstate, xcount, the chunk bitmaps, the room bitmaps, the hint slots (page
+ * xstate, xcount, the chunk bitmaps, the room bitmaps and their summaries,
+ * the hint slots (page
  * hints per class, then frame hints) and the error counters,
  * each 256-byte aligned. All of it starts zero except the hint slots, which
  * start as GH_NO_PAGE (all bytes 0xFF).
@@ -14,7 +15,7 @@
 #include "sizeclass.h"
 
 typedef struct gh_layout_s {
-  size_t pages_off, state_off, count_off, chunks_off, room_off, hints_off, errors_off;
+  size_t pages_off, state_off, count_off, chunks_off, room_off, roomsum_off, hints_off, errors_off;
   size_t hints_bytes;
   size_t total;
 } gh_layout_t;
@@ -33,6 +34,8 @@ GH_HD void gh_layout_compute(gh_layout_t* L, uint32_t n_pages, uint32_t page_shi
   at = gh_align_up(at + (size_t)n_pages * gh_chunk_words_for(page_shift) * 4u, 256);
   L->room_off = at;
   at = gh_align_up(at + (size_t)n_classes * (n_pages / 32u) * 4u, 256);
+  L->roomsum_off = at;
+  at = gh_align_up(at + (size_t)n_classes * ((n_pages / 32u + 31u) / 32u) * 4u, 256);
   L->hints_off = at;
   L->hints_bytes = ((size_t)n_classes + 1u) * n_slots * 4u; /* page hints, then frame hints */
   at = gh_align_up(at + L->hints_bytes, 256);
@@ -43,7 +46,7 @@ GH_HD void gh_layout_compute(gh_layout_t* L, uint32_t n_pages, uint32_t page_shi
 /* Fill the header h for data at `base` and metadata block `meta` (addresses
  * as the allocator will use them: device addresses for GPU heaps). */
 GH_HD void gh_layout_header(gh_dheap_t* h, const gh_layout_t* L, uint8_t* base, uint8_t* meta, uint32_t n_pages,
-                            uint32_t page_shift, uint32_t n_slots, uint32_t probe_limit) {
+                            uint32_t page_shift, uint32_t n_slots, uint32_t probe_limit, uint32_t refill_min) {
   h->base = base;
   h->page_shift = page_shift;
   h->n_pages = n_pages;
@@ -60,6 +63,9 @@ GH_HD void gh_layout_header(gh_dheap_t* h, const gh_layout_t* L, uint8_t* base, 
   h->xhints = (uint32_t*)(meta + L->hints_off);
   h->xfhints = h->xhints + (size_t)h->n_classes * n_slots;
   h->xroom = (uint32_t*)(meta + L->room_off);
+  h->xroomsum = (uint32_t*)(meta + L->roomsum_off);
+  h->n_sum = (h->n_words + 31u) / 32u;
+  h->refill_min = refill_min;
   h->xerrors = (uint64_t*)(meta + L->errors_off);
 }
 

@@ -45,20 +45,30 @@ GH_FN void gh_pages_release(const gh_dheap_t* h, uint32_t w, uint32_t mask) {
   (void)old;
 }
 
-/* The room bitmaps (a hint: see types.h). Each bit is tested before the
- * atomic, so setting a set bit or clearing a clear one costs a load. */
-GH_FN uint32_t* gh_room_word(const gh_dheap_t* h, uint32_t cls, uint32_t p) {
-  return &h->xroom[(size_t)cls * h->n_words + (p >> 5)];
+/* The room bitmaps and their summaries (hints: see types.h). A bit is tested
+ * before the atomic, so setting a set bit or clearing a clear one costs a
+ * load; a summary bit goes with its room word turning non-zero or zero (the
+ * clear is followed by a re-check, so a racing set is not lost). */
+GH_FN uint32_t* gh_room_word(const gh_dheap_t* h, uint32_t cls, uint32_t w) { return &h->xroom[(size_t)cls * h->n_words + w]; }
+GH_FN uint32_t* gh_roomsum_word(const gh_dheap_t* h, uint32_t cls, uint32_t w) {
+  return &h->xroomsum[(size_t)cls * h->n_sum + (w >> 5)];
 }
 GH_FN void gh_room_set(const gh_dheap_t* h, uint32_t cls, uint32_t p) {
-  uint32_t* w = gh_room_word(h, cls, p);
+  uint32_t* rw = gh_room_word(h, cls, p >> 5);
   const uint32_t bit = 1u << (p & 31u);
-  if (!(gh_atomic_load_relaxed(w) & bit)) gh_atomic_or_relaxed(w, bit);
+  if (gh_atomic_load_relaxed(rw) & bit) return;
+  if (gh_atomic_or_relaxed(rw, bit) == 0u) gh_atomic_or_relaxed(gh_roomsum_word(h, cls, p >> 5), 1u << ((p >> 5) & 31u));
 }
 GH_FN void gh_room_clear(const gh_dheap_t* h, uint32_t cls, uint32_t p) {
-  uint32_t* w = gh_room_word(h, cls, p);
+  const uint32_t w = p >> 5;
+  uint32_t* rw = gh_room_word(h, cls, w);
   const uint32_t bit = 1u << (p & 31u);
-  if (gh_atomic_load_relaxed(w) & bit) gh_atomic_and_relaxed(w, ~bit);
+  if (!(gh_atomic_load_relaxed(rw) & bit)) return;
+  if (gh_atomic_and_relaxed(rw, ~bit) == bit) {
+    uint32_t* sw = gh_roomsum_word(h, cls, w);
+    gh_atomic_and_relaxed(sw, ~(1u << (w & 31u)));
+    if (gh_atomic_load_relaxed(rw) != 0u) gh_atomic_or_relaxed(sw, 1u << (w & 31u));
+  }
 }
 GH_FN uint32_t gh_count_cls(uint32_t c) { return (c & GH_COUNT_CLASS_MASK) >> GH_COUNT_CLASS_SHIFT; }
 

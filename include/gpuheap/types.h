@@ -28,6 +28,9 @@
  *                 of the class with free chunks and in no hint slot. A hint
  *                 only: set and cleared around the transitions (page.h),
  *                 checked by every reservation, so a stale bit costs a probe.
+ *   xroomsum[c*n_sum + w/32]  per class, bit w%32: room word w is probably
+ *                 not zero (one bit per 1024 pages), so the search for room
+ *                 reads a summary word first.
  *   xfhints[s]    per slot, the page-bitmap word its last new page came from:
  *                 new pages are taken next to it, so pages in use cluster in
  *                 few words (frames, with 64 KiB pages) and whole free words
@@ -56,7 +59,6 @@
 #define GH_NO_PAGE 0xFFFFFFFFu
 #define GH_REFILL 0xFFFFFFFEu         /* a hint slot being refilled by one thread */
 #define GH_REFILL_WAIT 24u            /* re-reads of a REFILL slot before searching alone */
-#define GH_REFILL_MIN_CHUNKS 512u     /* classes with fewer chunks per page never wait for a refill */
 #define GH_MAX_SLOTS (1u << 16)
 
 /* xstate encodings. */
@@ -108,6 +110,9 @@ typedef struct gh_dheap_s {
   uint32_t* xhints;
   uint32_t* xfhints;      /* [n_slots] */
   uint32_t* xroom;        /* [n_classes * n_words] */
+  uint32_t* xroomsum;     /* [n_classes * n_sum] */
+  uint32_t n_sum;         /* ceil(n_words / 32) */
+  uint32_t refill_min;    /* classes with fewer chunks per page do not wait for a refill */
   uint64_t* xerrors;      /* [GH_ERRC_COUNT] */
   gh_class_t classes[GH_MAX_CLASSES];
 } gh_dheap_t;
