@@ -77,44 +77,71 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
   }
 }
 
+/* Reserve on a page of the room bitmap's word w; stale bits are cleared. */
+GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t w, uint32_t n,
+                                       gh_hint_t* hs, gh_grant_t* g) {
+  uint32_t v = gh_atomic_load_relaxed(gh_room_word(h, cls, w));
+  while (v) {
+    const uint32_t p = (w << 5) + gh_ctz(v);
+    v &= v - 1u;
+    uint32_t used = 0;
+    const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
+    if (!k) {
+      gh_room_clear(h, cls, p); /* full, closed or another class now */
+      continue;
+    }
+    gh_grant_set(h, g, p, cls, k, used);
+    if (hs->refiller && used + k < h->classes[cls].per_page && gh_page_pin(h, p, cls)) {
+      gh_atomic_store_relaxed(&h->xstate[p], gh_state_chunk(cls, slot)); /* the slot that holds it now */
+      gh_hint_install(h, cls, slot, hs, p);
+    }
+    return k;
+  }
+  /* A zero room word behind a set summary bit: clear the bit (and re-check). */
+  uint32_t* sw = gh_roomsum_word(h, cls, w);
+  gh_atomic_and_relaxed(sw, ~(1u << (w & 31u)));
+  if (gh_atomic_load_relaxed(gh_room_word(h, cls, w)) != 0u) gh_atomic_or_relaxed(sw, 1u << (w & 31u));
+  return 0;
+}
+
+#define GH_ROOM_BLOCK 8u /* summary words read together: 8 x 1024 pages per round trip */
+
 /* Source 2: a page of the class with room, from the class's room bitmap,
  * read through its summary (one summary word covers 32 room words, 1024
- * pages): probe_limit summary words from the one over the slot's frame hint
- * (where the slot's pages cluster), then probe_limit random ones. A refiller
- * installs the page it finds as the slot's hint. Stale bits are cleared on
- * the way. */
+ * pages). Blocks of GH_ROOM_BLOCK summary words are loaded at once: first
+ * the block over the slot's frame hint (where the slot's pages cluster),
+ * then random blocks, probe_limit / 2 blocks in all. A refiller installs the
+ * page it finds as the slot's hint. */
 GH_FN uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
   const uint32_t* sum = h->xroomsum + (size_t)cls * h->n_sum;
+  const uint32_t blocks = (h->n_sum + GH_ROOM_BLOCK - 1u) / GH_ROOM_BLOCK;
   const uint32_t hint = gh_atomic_load_relaxed(&h->xfhints[slot]);
-  uint32_t sw = hint < h->n_words ? hint >> 5 : gh_rng_below(rng, h->n_sum);
-  const uint32_t tries = h->n_sum < 2u * h->probe_limit ? h->n_sum : 2u * h->probe_limit;
+  uint32_t b = hint < h->n_words ? (hint >> 5) / GH_ROOM_BLOCK : gh_rng_below(rng, blocks);
+  uint32_t tries = h->probe_limit / 2u ? h->probe_limit / 2u : 1u;
+  if (tries > blocks) tries = blocks;
   for (uint32_t i = 0; i < tries; i++) {
-    if (i >= h->probe_limit && tries == 2u * h->probe_limit) sw = gh_rng_below(rng, h->n_sum);
+    if (i) b = tries == blocks ? (b + 1u == blocks ? 0u : b + 1u) : gh_rng_below(rng, blocks);
     (*probes)++;
-    uint32_t sv = gh_atomic_load_relaxed(&sum[sw]);
-    while (sv) {
-      const uint32_t w = (sw << 5) + gh_ctz(sv);
-      sv &= sv - 1u;
-      uint32_t v = gh_atomic_load_relaxed(gh_room_word(h, cls, w));
-      while (v) {
-        const uint32_t p = (w << 5) + gh_ctz(v);
-        v &= v - 1u;
-        uint32_t used = 0;
-        const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
-        if (!k) {
-          gh_room_clear(h, cls, p); /* full, closed or another class now */
-          continue;
-        }
-        gh_grant_set(h, g, p, cls, k, used);
-        if (hs->refiller && used + k < h->classes[cls].per_page && gh_page_pin(h, p, cls)) {
-          gh_atomic_store_relaxed(&h->xstate[p], gh_state_chunk(cls, slot)); /* the slot that holds it now */
-          gh_hint_install(h, cls, slot, hs, p);
-        }
-        return k;
+    uint32_t sv[GH_ROOM_BLOCK];
+#if GH_ON_DEVICE
+#pragma unroll
+#endif
+    for (uint32_t j = 0; j < GH_ROOM_BLOCK; j++) {
+      const uint32_t sw = b * GH_ROOM_BLOCK + j;
+      sv[j] = sw < h->n_sum ? gh_atomic_load_relaxed(&sum[sw]) : 0u;
+    }
+#if GH_ON_DEVICE
+#pragma unroll
+#endif
+    for (uint32_t j = 0; j < GH_ROOM_BLOCK; j++) {
+      while (sv[j]) {
+        const uint32_t w = ((b * GH_ROOM_BLOCK + j) << 5) + gh_ctz(sv[j]);
+        sv[j] &= sv[j] - 1u;
+        const uint32_t k = gh_grant_from_room_word(h, cls, slot, w, n, hs, g);
+        if (k) return k;
       }
     }
-    sw = (sw + 1u == h->n_sum) ? 0u : sw + 1u;
   }
   return 0;
 }
@@ -147,14 +174,20 @@ GH_FN uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, uint3
   for (uint32_t i = 0; i < count; i++) {
     if (!sweep) p = gh_rng_below(rng, h->n_pages);
     (*probes)++;
-    const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
-    if ((c & (GH_COUNT_OPEN | GH_COUNT_CLASS_MASK)) == want && (c & GH_COUNT_USED_MASK) < per_page) {
+    uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
+    /* In the sweep, a page that looks like it has room is asked again when a
+     * reservation in flight elsewhere (a transient) made ours fail. */
+    for (uint32_t t = 0; t < (sweep ? 4u : 1u) && (c & (GH_COUNT_OPEN | GH_COUNT_CLASS_MASK)) == want &&
+                         (c & GH_COUNT_USED_MASK) < per_page;
+         t++) {
       uint32_t used = 0;
       const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
       if (k) {
         gh_grant_set(h, g, p, cls, k, used);
         return k;
       }
+      gh_backoff(t);
+      c = gh_atomic_load_relaxed(&h->xcount[p]);
     }
     if (sweep) p = (p + 1u == h->n_pages) ? 0u : p + 1u;
   }

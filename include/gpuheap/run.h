@@ -97,17 +97,29 @@ GH_FN uint32_t gh_run_scan(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_
   return GH_NO_PAGE;
 }
 
-/* Find and claim n free pages in a row: `count` words from w0. */
+/* Find and claim n free pages in a row: `count` words from w0. A claim that
+ * loses a race resumes the scan at the lost run's first word, so the pages
+ * that the winner left are still seen; a pass that lost races is repeated
+ * (at most 4 passes), since runs given back behind it may have made room. */
 GH_FN uint32_t gh_run_find_claim(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_t count, uint32_t* probes) {
-  uint32_t w = w0, scanned = 0;
-  while (scanned < count) {
-    uint32_t next;
-    const uint32_t before = *probes;
-    const uint32_t s = gh_run_scan(h, n, w, count - scanned, &next, probes);
-    scanned += *probes - before;
-    if (s == GH_NO_PAGE) return GH_NO_PAGE;
-    if (s + n <= h->n_pages && gh_run_claim(h, s, n)) return s;
-    w = next; /* lost a race, or a run ending past the last page: go on */
+  for (uint32_t pass = 0; pass < 4u; pass++) {
+    bool raced = false;
+    uint32_t pos = 0, retries = 0;
+    while (pos < count) {
+      uint32_t w = w0 + pos;
+      if (w >= h->n_words) w -= h->n_words;
+      uint32_t next;
+      const uint32_t s = gh_run_scan(h, n, w, count - pos, &next, probes);
+      if (s == GH_NO_PAGE) break;
+      if (gh_run_claim(h, s, n)) return s;
+      raced = true;
+      const uint32_t sw = s >> 5;
+      uint32_t off = sw >= w ? sw - w : sw + h->n_words - w;
+      if (off == 0u && ++retries > 64u) off++; /* lost again and again at one place: move on */
+      pos += off;
+      (void)next;
+    }
+    if (!raced) break;
   }
   return GH_NO_PAGE;
 }
