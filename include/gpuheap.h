@@ -58,7 +58,7 @@ typedef struct gh_heap_options_s {
   uint32_t slots;        /* hint slots per class; 0 = min(SM count, 32) (CPU: 8) */
   uint32_t probe_limit;  /* random search steps before the sweep; 0 = default (8) */
   uint32_t refill_min;   /* classes with at least this many chunks per page wait for their
-                            slot's refill; the others search on (0 = default, 512) */
+                            slot's refill; the others search on (0 = default, 2048) */
   int device;            /* CUDA device ordinal; -1 = the current device */
 } gh_heap_options_t;
 

@@ -58,6 +58,14 @@ GH_HD uint32_t gh_run_starts(uint32_t x, uint32_t n) {
   return x;
 }
 
+/* The set bit of x at or after position r, wrapping around (x != 0): a
+ * way to spread threads over the set bits of one word. */
+GH_HD uint32_t gh_set_bit_from(uint32_t x, uint32_t r) {
+  r &= 31u;
+  const uint32_t hi = x & ~((1u << r) - 1u);
+  return gh_ctz(hi ? hi : x);
+}
+
 /* Mask of n bits starting at bit i (i + n <= 32). */
 GH_HD uint32_t gh_bit_range(uint32_t i, uint32_t n) { return (n >= 32u ? 0xFFFFFFFFu : ((1u << n) - 1u)) << i; }
 

@@ -79,11 +79,12 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
 
 /* Reserve on a page of the room bitmap's word w; stale bits are cleared. */
 GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t w, uint32_t n,
-                                       gh_hint_t* hs, gh_grant_t* g) {
+                                       gh_hint_t* hs, gh_grant_t* g, uint32_t r) {
   uint32_t v = gh_atomic_load_relaxed(gh_room_word(h, cls, w));
   while (v) {
-    const uint32_t p = (w << 5) + gh_ctz(v);
-    v &= v - 1u;
+    const uint32_t b = gh_set_bit_from(v, r); /* searchers start at different bits */
+    const uint32_t p = (w << 5) + b;
+    v &= ~(1u << b);
     uint32_t used = 0;
     const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
     if (!k) {
@@ -131,14 +132,16 @@ GH_FN uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t sl
       const uint32_t sw = b * GH_ROOM_BLOCK + j;
       sv[j] = sw < h->n_sum ? gh_atomic_load_relaxed(&sum[sw]) : 0u;
     }
+    const uint32_t r = gh_rng_next(rng); /* where this searcher starts in the block and in each word */
 #if GH_ON_DEVICE
 #pragma unroll
 #endif
-    for (uint32_t j = 0; j < GH_ROOM_BLOCK; j++) {
+    for (uint32_t jj = 0; jj < GH_ROOM_BLOCK; jj++) {
+      const uint32_t j = (jj + r) % GH_ROOM_BLOCK;
       while (sv[j]) {
-        const uint32_t w = ((b * GH_ROOM_BLOCK + j) << 5) + gh_ctz(sv[j]);
-        sv[j] &= sv[j] - 1u;
-        const uint32_t k = gh_grant_from_room_word(h, cls, slot, w, n, hs, g);
+        const uint32_t bit = gh_set_bit_from(sv[j], r >> 8);
+        sv[j] &= ~(1u << bit);
+        const uint32_t k = gh_grant_from_room_word(h, cls, slot, ((b * GH_ROOM_BLOCK + j) << 5) + bit, n, hs, g, r >> 16);
         if (k) return k;
       }
     }
@@ -226,7 +229,10 @@ GH_FN uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t slot, u
         k = gh_grant_from_hint(h, cls, slot, n, &s->hs, g);
         break;
       case GH_SRC_ROOM:
-        k = gh_grant_from_room(h, cls, slot, n, &s->hs, rng, g, probes);
+        /* The refiller of a class that others wait for goes straight to a
+         * new page: keeping them waiting costs more than the room saves. */
+        if (!(s->hs.refiller && h->classes[cls].per_page >= h->refill_min))
+          k = gh_grant_from_room(h, cls, slot, n, &s->hs, rng, g, probes);
         break;
       case GH_SRC_NEW:
       case GH_SRC_SWEEP:

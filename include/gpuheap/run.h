@@ -141,10 +141,11 @@ GH_FN uint32_t gh_steal_pinned(const gh_dheap_t* h) {
   return freed;
 }
 
-/* Claim the lowest free page of word w, whose value was read as v. */
-GH_FN uint32_t gh_page_claim_in_word(const gh_dheap_t* h, uint32_t w, uint32_t v) {
+/* Claim a free page of word w, whose value was read as v: the first free
+ * one from bit r on (r spreads threads that race for one word). */
+GH_FN uint32_t gh_page_claim_in_word(const gh_dheap_t* h, uint32_t w, uint32_t v, uint32_t r) {
   while (~v) {
-    const uint32_t bit = 1u << gh_ctz(~v);
+    const uint32_t bit = 1u << gh_set_bit_from(~v, r);
     const uint32_t old = gh_atomic_or_acquire(&h->xpages[w], bit);
     if (!(old & bit)) return (w << 5) + gh_ctz(bit);
     v = old | bit;
@@ -170,7 +171,7 @@ GH_FN uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool sweep,
       const uint32_t v = gh_atomic_load_relaxed(&h->xpages[w]);
       if (v == 0u && empty == GH_NO_PAGE) empty = w;
       if (v != 0u && ~v) {
-        const uint32_t p = gh_page_claim_in_word(h, w, v);
+        const uint32_t p = gh_page_claim_in_word(h, w, v, gh_rng_next(rng));
         if (p != GH_NO_PAGE) {
           if (w != hint) gh_atomic_store_relaxed(fhint, w);
           return p;
@@ -179,7 +180,7 @@ GH_FN uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool sweep,
       if (phase == 0u) w = (w + 1u == h->n_words) ? 0u : w + 1u;
     }
   }
-  uint32_t p = empty != GH_NO_PAGE ? gh_page_claim_in_word(h, empty, 0u) : GH_NO_PAGE;
+  uint32_t p = empty != GH_NO_PAGE ? gh_page_claim_in_word(h, empty, 0u, gh_rng_next(rng)) : GH_NO_PAGE;
   if (p == GH_NO_PAGE && !sweep) return p;
   if (p == GH_NO_PAGE) p = gh_run_find_claim(h, 1, gh_rng_below(rng, h->n_words), h->n_words, probes);
   if (p == GH_NO_PAGE && gh_steal_pinned(h) != 0u) p = gh_run_find_claim(h, 1, 0u, h->n_words, probes);

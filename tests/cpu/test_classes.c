@@ -64,6 +64,12 @@ static void test_bits(void) {
       CHECK((lo & ~x) == 0 && gh_popc(lo) == (n < gh_popc(x) ? n : gh_popc(x)));
       CHECK((gh_drop_lowest_bits(x, n) | lo) == x && (gh_drop_lowest_bits(x, n) & lo) == 0);
       if (n >= 1) CHECK_EQ_U64(gh_run_starts(x, n), naive_run_starts(x, n));
+      if (x && n < 32) { /* the first set bit at or after n, wrapping */
+        uint32_t want = 32;
+        for (uint32_t k = 0; k < 32 && want == 32; k++)
+          if (x & (1u << ((n + k) & 31u))) want = (n + k) & 31u;
+        CHECK_EQ_U64(gh_set_bit_from(x, n), want);
+      }
     }
   }
   CHECK(gh_run_starts(0xFFFFFFFFu, 32) == 1u && gh_run_starts(0x7FFFFFFFu, 32) == 0u);
