@@ -7,7 +7,9 @@
  * device it says so and runs the CPU build of the same allocator core on all
  * cores, with the same workloads.
  *
- * Usage: gh_stress [--reps N] [--quick] [--cpu] [--csv FILE]
+ * Usage: gh_stress [--reps N] [--quick] [--cpu] [--csv FILE] [--fill-grid FILE]
+ *   --csv FILE        the workload table as workload,threads,bytes,alloc_ms,free_ms,mops
+ *   --fill-grid FILE  only the proofs' validation grid (fill x requests), as CSV
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -210,6 +212,61 @@ static int run_cpu(int reps, int quick, FILE* csv) {
 /* ---- The GPU ---- */
 
 #ifdef GH_STRESS_CUDA
+/* The proofs' validation grid: fills 50-99.5% x N = 2^10..2^20 one-page
+ * requests on 2^22 pages of 4 KiB, where N is at most half the free pages;
+ * medians of `reps` runs, one CSV line each (proofs/README.md compares
+ * them with gh_model predict). */
+static int run_fill_grid(int reps, const char* path) {
+  FILE* f = fopen(path, "w");
+  if (!f) {
+    perror(path);
+    return 1;
+  }
+  gh_heap_options_t o;
+  gh_heap_options_init(&o);
+  o.page_bytes = 4096;
+  gh_heap_t* fh = NULL;
+  int err = gh_heap_create(&fh, (size_t)16 << 30, &o);
+  if (err) {
+    fprintf(stderr, "gh_heap_create: %s (%s)\n", gh_strerror(err), gh_last_error_detail());
+    fclose(f);
+    return 1;
+  }
+  fprintf(f, "pages,fill,fill_actual,requests,mean_probes,worst_lane,max_probes,latency_ns,p99_latency_ns,nulls\n");
+  const double fills[5] = {0.5, 0.9, 0.95, 0.99, 0.995};
+  const double pages = 4194304.0;
+  for (int i = 0; i < 5; i++)
+    for (unsigned lg = 10; lg <= 20; lg += 2) {
+      const unsigned n = 1u << lg;
+      if (n > (1.0 - fills[i]) * pages / 2) continue;
+      char what[64];
+      snprintf(what, sizeof what, "fill grid %.1f%% x 2^%u", fills[i] * 100, lg);
+      progress(i * 6 + (int)(lg - 10) / 2 + 1, 30, what);
+      double fa[64], mp[64], wl[64], lat[64], p99[64];
+      unsigned mx = 0;
+      unsigned long long nulls = 0;
+      int nr = 0;
+      for (; nr < reps && nr < 64; nr++) {
+        gh_fill_result_t r;
+        if ((err = gh_wl_fill_sweep(fh, fills[i], n, 1000u + (unsigned)nr, &r)) != GH_OK) break;
+        fa[nr] = r.fill_actual;
+        mp[nr] = r.mean_probes;
+        wl[nr] = r.mean_worst_lane;
+        lat[nr] = r.mean_latency_ns;
+        p99[nr] = r.p99_latency_ns;
+        if (r.max_probes > mx) mx = r.max_probes;
+        nulls += r.nulls;
+      }
+      if (err) break;
+      fprintf(f, "%.0f,%.3f,%.6f,%u,%.4f,%.4f,%u,%.0f,%.0f,%llu\n", pages, fills[i], median(fa, nr), n, median(mp, nr),
+              median(wl, nr), mx, median(lat, nr), median(p99, nr), nulls);
+      fflush(f);
+    }
+  fclose(f);
+  gh_heap_destroy(fh);
+  return err != GH_OK;
+}
+
 static int run_gpu(int reps, int quick, FILE* csv) {
   struct cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
@@ -323,6 +380,7 @@ static int run_gpu(int reps, int quick, FILE* csv) {
 int main(int argc, char** argv) {
   int reps = 9, quick = 0, cpu = 0;
   const char* csv_path = NULL;
+  const char* grid_path = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = atoi(argv[++i]);
@@ -332,8 +390,10 @@ int main(int argc, char** argv) {
       cpu = 1;
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
       csv_path = argv[++i];
+    else if (!strcmp(argv[i], "--fill-grid") && i + 1 < argc)
+      grid_path = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--reps N] [--quick] [--cpu] [--csv FILE]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--reps N] [--quick] [--cpu] [--csv FILE] [--fill-grid FILE]\n", argv[0]);
       return 2;
     }
   }
@@ -350,6 +410,13 @@ int main(int argc, char** argv) {
   int rc;
 #ifdef GH_STRESS_CUDA
   int n = 0;
+  if (grid_path) {
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+      fprintf(stderr, "gh_stress --fill-grid needs a CUDA device\n");
+      return 2;
+    }
+    return run_fill_grid(reps, grid_path);
+  }
   if (!cpu && cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
     rc = run_gpu(reps, quick, csv);
   else
