@@ -44,6 +44,26 @@ static double median(double* v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* A row's labels: the workload, threads and sizes. */
+static void row_init(row_t* r, const char* workload, unsigned threads, unsigned bytes) {
+  memset(r, 0, sizeof *r);
+  r->workload = workload;
+  r->threads = threads;
+  if (bytes)
+    snprintf(r->bytes, sizeof r->bytes, "%u", bytes);
+  else
+    snprintf(r->bytes, sizeof r->bytes, strcmp(workload, "mixed") == 0 ? "16-4096" : "16-1024");
+}
+
+/* A row's figures: medians and range of nr runs (sorts the arrays). */
+static void row_finish(row_t* r, double* alloc_ms, double* free_ms, double* mops, int nr) {
+  r->alloc_ms = median(alloc_ms, nr);
+  r->free_ms = median(free_ms, nr);
+  r->mops = median(mops, nr);
+  r->mops_min = mops[0];
+  r->mops_max = mops[nr - 1];
+}
+
 static void progress(int i, int n, const char* what) {
   fprintf(stderr, "[%2d/%2d] %s\n", i, n, what);
   fflush(stderr);
@@ -70,7 +90,14 @@ typedef struct cpu_job_s {
   void** ptrs;
   pthread_barrier_t* barrier;
   unsigned long long nulls, bad;
+  double t[4]; /* alloc start, alloc end, free start, free end (ms) */
 } cpu_job_t;
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
 
 static unsigned size_of(int kind, unsigned bytes, unsigned i, unsigned round) {
   uint32_t x = i * 0x9E3779B9u ^ (round + 1u) * 0x85EBCA6Bu;
@@ -91,6 +118,7 @@ static int stamp_ok(const void* p, unsigned size, uint64_t id) {
 static void* cpu_worker(void* arg) {
   cpu_job_t* j = (cpu_job_t*)arg;
   pthread_barrier_wait(j->barrier);
+  j->t[0] = now_ms();
   if (j->kind == 2) {
     for (unsigned i = j->begin; i < j->end; i++)
       for (unsigned r = 0; r < 8; r++) {
@@ -104,7 +132,7 @@ static void* cpu_worker(void* arg) {
         j->bad += !stamp_ok(p, size, i);
         gh_cpu_free(j->heap, p);
       }
-    pthread_barrier_wait(j->barrier);
+    j->t[1] = j->t[2] = j->t[3] = now_ms();
     return NULL;
   }
   for (unsigned i = j->begin; i < j->end; i++) {
@@ -112,6 +140,7 @@ static void* cpu_worker(void* arg) {
     j->ptrs[i] = gh_cpu_malloc(j->heap, size);
     if (j->ptrs[i]) stamp(j->ptrs[i], size, i);
   }
+  j->t[1] = now_ms();
   pthread_barrier_wait(j->barrier); /* alloc phase ends */
   for (unsigned i = j->begin; i < j->end; i++) {
     if (!j->ptrs[i])
@@ -120,15 +149,10 @@ static void* cpu_worker(void* arg) {
       j->bad += !stamp_ok(j->ptrs[i], size_of(j->kind, j->bytes, i, 0), i);
   }
   pthread_barrier_wait(j->barrier); /* check phase ends (untimed) */
+  j->t[2] = now_ms();
   for (unsigned i = j->begin; i < j->end; i++) gh_cpu_free(j->heap, j->ptrs[i]);
-  pthread_barrier_wait(j->barrier);
+  j->t[3] = now_ms();
   return NULL;
-}
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
 static int run_cpu(int reps, int quick, FILE* csv) {
@@ -143,6 +167,11 @@ static int run_cpu(int reps, int quick, FILE* csv) {
     fprintf(stderr, "gh_cpu_heap_create: %s\n", gh_strerror(err));
     return 1;
   }
+  /* Touch the heap once, so the timings are the allocator's, not the first
+   * page faults of host memory (random search spreads blocks over it). */
+  void* all = gh_cpu_malloc(heap, (size_t)2 << 30);
+  if (all) memset(all, 0, (size_t)2 << 30);
+  gh_cpu_free(heap, all);
   void** ptrs = (void**)calloc(n, sizeof *ptrs);
   cpu_job_t* jobs = (cpu_job_t*)calloc(nthreads, sizeof *jobs);
   pthread_t* tids = (pthread_t*)calloc(nthreads, sizeof *tids);
@@ -152,52 +181,37 @@ static int run_cpu(int reps, int quick, FILE* csv) {
   for (int k = 0; k < 7; k++) {
     const int kind = k < 5 ? 0 : k - 4;
     row_t* r = &rows[k];
-    memset(r, 0, sizeof *r);
-    r->workload = kind == 0 ? "fixed" : kind == 1 ? "mixed" : "churn";
-    r->threads = n;
-    if (kind == 0)
-      snprintf(r->bytes, sizeof r->bytes, "%u", sizes[k]);
-    else
-      snprintf(r->bytes, sizeof r->bytes, kind == 1 ? "16-4096" : "16-1024");
+    row_init(r, kind == 0 ? "fixed" : kind == 1 ? "mixed" : "churn", n, kind == 0 ? sizes[k] : 0);
     char what[64];
     snprintf(what, sizeof what, "%s %u x %s B on %u threads", r->workload, n, r->bytes, nthreads);
     progress(k + 1, 7, what);
     double a[64], f[64], m[64];
     for (int rep = 0; rep < reps && rep < 64; rep++) {
       pthread_barrier_t bar;
-      pthread_barrier_init(&bar, NULL, nthreads + 1);
+      pthread_barrier_init(&bar, NULL, nthreads);
       for (unsigned t = 0; t < nthreads; t++) {
         jobs[t] = (cpu_job_t){heap, kind, kind == 0 ? sizes[k] : 0, n / nthreads * t,
-                              t + 1 == nthreads ? n : n / nthreads * (t + 1), ptrs, &bar, 0, 0};
+                              t + 1 == nthreads ? n : n / nthreads * (t + 1), ptrs, &bar, 0, 0, {0, 0, 0, 0}};
         pthread_create(&tids[t], NULL, cpu_worker, &jobs[t]);
       }
-      pthread_barrier_wait(&bar);
-      const double t0 = now_ms();
-      pthread_barrier_wait(&bar);
-      const double t1 = now_ms();
-      double t2 = t1, t3 = t1;
-      if (kind != 2) {
-        pthread_barrier_wait(&bar);
-        t2 = now_ms();
-        pthread_barrier_wait(&bar);
-        t3 = now_ms();
-      }
+      /* A phase lasts from its first thread's start to its last thread's end. */
+      double t0 = 1e300, t1 = 0, t2 = 1e300, t3 = 0;
       for (unsigned t = 0; t < nthreads; t++) {
         pthread_join(tids[t], NULL);
         r->nulls += jobs[t].nulls;
         r->bad += jobs[t].bad;
+        t0 = jobs[t].t[0] < t0 ? jobs[t].t[0] : t0;
+        t1 = jobs[t].t[1] > t1 ? jobs[t].t[1] : t1;
+        t2 = jobs[t].t[2] < t2 ? jobs[t].t[2] : t2;
+        t3 = jobs[t].t[3] > t3 ? jobs[t].t[3] : t3;
       }
+      if (kind == 2) t2 = t3;
       pthread_barrier_destroy(&bar);
       a[rep] = t1 - t0;
       f[rep] = t3 - t2;
       m[rep] = (kind == 2 ? 16.0 : 2.0) * n / (a[rep] + f[rep]) / 1e3;
     }
-    const int nr = reps < 64 ? reps : 64;
-    r->alloc_ms = median(a, nr);
-    r->free_ms = median(f, nr);
-    r->mops = median(m, nr);
-    r->mops_min = m[0];
-    r->mops_max = m[nr - 1];
+    row_finish(r, a, f, m, reps < 64 ? reps : 64);
     failed |= r->nulls != 0 || r->bad != 0;
   }
   print_rows(rows, 7, csv);
@@ -289,13 +303,7 @@ static int run_gpu(int reps, int quick, FILE* csv) {
       const gh_wl_kind_t kind = k < 5 ? GH_WL_FIXED : (k == 5 ? GH_WL_MIXED : GH_WL_CHURN);
       gh_wl_t w = {kind, threads[t], k < 5 ? sizes[k] : 0, 7, 0, 0};
       row_t* r = &rows[nrows++];
-      memset(r, 0, sizeof *r);
-      r->workload = gh_wl_name(kind);
-      r->threads = threads[t];
-      if (k < 5)
-        snprintf(r->bytes, sizeof r->bytes, "%u", sizes[k]);
-      else
-        snprintf(r->bytes, sizeof r->bytes, kind == GH_WL_MIXED ? "16-4096" : "16-1024");
+      row_init(r, gh_wl_name(kind), threads[t], k < 5 ? sizes[k] : 0);
       char what[64];
       snprintf(what, sizeof what, "%s %u threads x %s B", r->workload, threads[t], r->bytes);
       progress(nrows, 14, what);
@@ -312,11 +320,7 @@ static int run_gpu(int reps, int quick, FILE* csv) {
         r->bad += res.bad;
       }
       if (err || nr == 0) break;
-      r->alloc_ms = median(a, nr);
-      r->free_ms = median(f, nr);
-      r->mops = median(m, nr);
-      r->mops_min = m[0];
-      r->mops_max = m[nr - 1];
+      row_finish(r, a, f, m, nr);
       failed |= r->nulls != 0 || r->bad != 0;
     }
   if (err) fprintf(stderr, "workload failed: %s\n", gh_strerror(err));
