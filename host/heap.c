@@ -67,9 +67,9 @@ int gh_heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* opts)
   if (heap == NULL) return _gh_error(GH_ERR_NOMEM, "gh_heap_create: %zu bytes", sizeof *heap);
   heap->device = device;
   heap->ops = &_gh_backing_cuda;
-  /* Default: 32 slots (SMs share them), which bounds the partly used hint
-   * pages at 32 per class; bench/NOTES.md has the measurements behind it. */
-  const uint32_t slots = o.slots ? o.slots : (sms < 32u ? sms : 32u);
+  /* Default: 64 slots (SMs share them), which bounds the partly used hint
+   * pages at 64 per class; bench/NOTES.md has the measurements behind it. */
+  const uint32_t slots = o.slots ? o.slots : (sms < 64u ? sms : 64u);
   gh_class_t classes[GH_MAX_CLASSES];
   const uint32_t n_classes = gh_classes_init(classes, shift);
   gh_layout_compute(&heap->layout, pages, shift, n_classes, slots);

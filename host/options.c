@@ -14,7 +14,7 @@
 
 #define GH_OPTION_TABLE(X)                                                   \
   X(page_bytes, "GPUHEAP_PAGE_BYTES", 65536u, "page size")                   \
-  X(slots, "GPUHEAP_SLOTS", 0u, "hint slots per class (0: min(SMs, 32); CPU 8)") \
+  X(slots, "GPUHEAP_SLOTS", 0u, "hint slots per class (0: min(SMs, 64); CPU 8)") \
   X(probe_limit, "GPUHEAP_PROBE_LIMIT", 8u, "random steps before the sweep")        \
   X(refill_min, "GPUHEAP_REFILL_MIN", 2048u, "chunks per page from which a class waits for a refill")
 

@@ -55,7 +55,7 @@ typedef struct gh_dheap_s gh_dheap_t;
 
 typedef struct gh_heap_options_s {
   size_t page_bytes;     /* page size: a power of two, 4096..65536. Default 65536 */
-  uint32_t slots;        /* hint slots per class; 0 = min(SM count, 32) (CPU: 8) */
+  uint32_t slots;        /* hint slots per class; 0 = min(SM count, 64) (CPU: 8) */
   uint32_t probe_limit;  /* random search steps before the sweep; 0 = default (8) */
   uint32_t refill_min;   /* classes with at least this many chunks per page wait for their
                             slot's refill; the others search on (0 = default, 2048) */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One visit to the GPU machine: build, GPU tests, stress, benchmarks, with
-# logs and results under $OUT (or ./gpu-out). Stages: build tests sanitizer
+# logs and results under $OUT (or ./gpu-out). GH_REV names the revision
+# where the copy has no git metadata. Stages: build tests sanitizer
 # stress bench (default: all). Each stage is time-limited and logs per line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,10 +9,10 @@ cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 stages=${*:-build tests sanitizer stress bench}
-rev=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+rev=${GH_REV:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "revision: $rev$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "revision: $rev"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1
   nvcc --version | tail -2
 } | tee "$out/machine.txt"
@@ -27,7 +28,7 @@ for stage in $stages; do
     cpu)
       timeout 300 ctest --test-dir build-gpu -L cpu -LE slow -j 8 --output-on-failure 2>&1 | tail -5 ;;
     sanitizer)
-      timeout 400 ctest --test-dir build-gpu -L sanitizer --output-on-failure --timeout 380 2>&1 | tee "$out/ctest-sanitizer.log" | tail -15 ;;
+      timeout 240 ctest --test-dir build-gpu -L sanitizer --output-on-failure --timeout 220 2>&1 | tee "$out/ctest-sanitizer.log" | tail -15 ;;
     stress)
       timeout 300 stdbuf -oL ./build-gpu/bench/gh_stress --reps 7 --csv "$out/alloc.csv" 2>&1 | tee "$out/stress.log" ;;
     bench)

@@ -111,7 +111,8 @@ GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32
  * read through its summary (one summary word covers 32 room words, 1024
  * pages). Blocks of GH_ROOM_BLOCK summary words are loaded at once: first
  * the block over the slot's frame hint (where the slot's pages cluster),
- * then random blocks, probe_limit / 2 blocks in all. A refiller installs the
+ * then random blocks, probe_limit / 4 blocks in all (a longer search cost
+ * more time than the pages it found saved: bench/NOTES.md, visit 7). A refiller installs the
  * page it finds as the slot's hint. */
 GH_FN uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
@@ -119,7 +120,7 @@ GH_FN uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t sl
   const uint32_t blocks = (h->n_sum + GH_ROOM_BLOCK - 1u) / GH_ROOM_BLOCK;
   const uint32_t hint = gh_atomic_load_relaxed(&h->xfhints[slot]);
   uint32_t b = hint < h->n_words ? (hint >> 5) / GH_ROOM_BLOCK : gh_rng_below(rng, blocks);
-  uint32_t tries = h->probe_limit / 2u ? h->probe_limit / 2u : 1u;
+  uint32_t tries = h->probe_limit / 4u ? h->probe_limit / 4u : 1u;
   if (tries > blocks) tries = blocks;
   for (uint32_t i = 0; i < tries; i++) {
     if (i) b = tries == blocks ? (b + 1u == blocks ? 0u : b + 1u) : gh_rng_below(rng, blocks);
