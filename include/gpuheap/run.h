@@ -52,48 +52,31 @@ GH_FN bool gh_run_claim(const gh_dheap_t* h, uint32_t s, uint32_t n) {
 }
 
 /* Scan `count` words from word `w0` (wrapping at the end, where runs break)
- * for n free pages in a row; *next receives the word to resume from.
- * Returns the first page of a run as read, or GH_NO_PAGE. *probes counts the
- * words read. */
-GH_FN uint32_t gh_run_scan(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_t count, uint32_t* next,
-                           uint32_t* probes) {
+ * for n free pages in a row. Returns the first page of a run as read, or
+ * GH_NO_PAGE. *probes counts the words read. */
+GH_FN uint32_t gh_run_scan(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_t count, uint32_t* probes) {
   uint32_t run = 0, start = 0, w = w0;
   for (uint32_t i = 0; i < count; i++) {
     if (w == 0) run = 0; /* runs do not wrap around the end of the heap */
     const uint32_t v = gh_atomic_load_relaxed(&h->xpages[w]);
     (*probes)++;
-    const uint32_t nw = (w + 1u == h->n_words) ? 0u : w + 1u;
     if (v == 0u) {
       if (run == 0) start = w << 5;
       run += 32u;
-      if (run >= n) {
-        *next = nw;
-        return start;
-      }
+      if (run >= n) return start;
     } else {
       const uint32_t low = gh_ctz(v); /* free pages at the bottom continue the run */
-      if (run + low >= n) {
-        *next = nw;
-        return run ? start : (w << 5);
-      }
+      if (run + low >= n) return run ? start : (w << 5);
       if (n <= 32u) {
         const uint32_t starts = gh_run_starts(~v, n);
-        if (starts) {
-          *next = nw;
-          return (w << 5) + gh_ctz(starts);
-        }
+        if (starts) return (w << 5) + gh_ctz(starts);
       }
-#if GH_ON_DEVICE
-      const uint32_t high = (uint32_t)__clz(v);
-#else
-      const uint32_t high = (uint32_t)__builtin_clz(v);
-#endif
+      const uint32_t high = 31u - gh_log2_floor(v); /* free pages at the top start the next run */
       run = high;
       start = (w << 5) + 32u - high;
     }
-    w = nw;
+    w = (w + 1u == h->n_words) ? 0u : w + 1u;
   }
-  *next = w;
   return GH_NO_PAGE;
 }
 
@@ -108,8 +91,7 @@ GH_FN uint32_t gh_run_find_claim(const gh_dheap_t* h, uint32_t n, uint32_t w0, u
     while (pos < count) {
       uint32_t w = w0 + pos;
       if (w >= h->n_words) w -= h->n_words;
-      uint32_t next;
-      const uint32_t s = gh_run_scan(h, n, w, count - pos, &next, probes);
+      const uint32_t s = gh_run_scan(h, n, w, count - pos, probes);
       if (s == GH_NO_PAGE) break;
       if (gh_run_claim(h, s, n)) return s;
       raced = true;
@@ -117,7 +99,6 @@ GH_FN uint32_t gh_run_find_claim(const gh_dheap_t* h, uint32_t n, uint32_t w0, u
       uint32_t off = sw >= w ? sw - w : sw + h->n_words - w;
       if (off == 0u && ++retries > 64u) off++; /* lost again and again at one place: move on */
       pos += off;
-      (void)next;
     }
     if (!raced) break;
   }
