@@ -23,6 +23,15 @@
 #define GH_HD static inline
 #endif
 
+/* GH_FN_SLOW: a slow path (search beyond the hint page, sweeps, runs). Kept
+ * out of line on the device so that each allocation site inlines only the
+ * fast path: smaller kernels, and compile times that stay in minutes. */
+#if defined(__CUDACC__)
+#define GH_FN_SLOW static __device__ __noinline__
+#else
+#define GH_FN_SLOW static inline
+#endif
+
 #if defined(__CUDA_ARCH__)
 #define GH_ON_DEVICE 1
 #else

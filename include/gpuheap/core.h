@@ -114,7 +114,7 @@ GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32
  * then random blocks, probe_limit / 4 blocks in all (a longer search cost
  * more time than the pages it found saved: bench/NOTES.md, visit 7). A refiller installs the
  * page it finds as the slot's hint. */
-GH_FN uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
+GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
   const uint32_t* sum = h->xroomsum + (size_t)cls * h->n_sum;
   const uint32_t blocks = (h->n_sum + GH_ROOM_BLOCK - 1u) / GH_ROOM_BLOCK;
@@ -169,7 +169,7 @@ GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t 
 
 /* Source 4 and the last: a page of class cls with room, by `count` probes of
  * xcount (random), or by visiting every page (sweep). */
-GH_FN uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, uint32_t n, gh_rng_t* rng, bool sweep,
+GH_FN_SLOW uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, uint32_t n, gh_rng_t* rng, bool sweep,
                                         gh_grant_t* g, uint32_t* probes) {
   const uint32_t per_page = h->classes[cls].per_page;
   const uint32_t want = GH_COUNT_OPEN | gh_count_class(cls);
@@ -217,7 +217,7 @@ typedef struct gh_search_s {
  * 0 with s->src == stop), or returns 0 with s->src == GH_SRC_DONE when no
  * source has room: only then is the heap full for this class. A refiller
  * that has installed nothing by then gives its slot up. */
-GH_FN uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_search_t* s, uint32_t stop,
+GH_FN_SLOW uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_search_t* s, uint32_t stop,
                              gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
   while (s->src < stop) {
     uint32_t k = 0, p;

@@ -84,7 +84,7 @@ GH_FN uint32_t gh_run_scan(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_
  * loses a race resumes the scan at the lost run's first word, so the pages
  * that the winner left are still seen; a pass that lost races is repeated
  * (at most 4 passes), since runs given back behind it may have made room. */
-GH_FN uint32_t gh_run_find_claim(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_t count, uint32_t* probes) {
+GH_FN_SLOW uint32_t gh_run_find_claim(const gh_dheap_t* h, uint32_t n, uint32_t w0, uint32_t count, uint32_t* probes) {
   for (uint32_t pass = 0; pass < 4u; pass++) {
     bool raced = false;
     uint32_t pos = 0, retries = 0;
@@ -107,7 +107,7 @@ GH_FN uint32_t gh_run_find_claim(const gh_dheap_t* h, uint32_t n, uint32_t w0, u
 
 /* Empty chunk pages held only by a hint slot: take each out of its slot and
  * drop its pin, which closes it. Returns how many were freed. Model `steal`. */
-GH_FN uint32_t gh_steal_pinned(const gh_dheap_t* h) {
+GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) {
   uint32_t freed = 0;
   for (uint32_t p = 0; p < h->n_pages; p++) {
     const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
@@ -139,7 +139,7 @@ GH_FN uint32_t gh_page_claim_in_word(const gh_dheap_t* h, uint32_t w, uint32_t v
  * already have pages in use, so whole free words stay free for runs; then a
  * word with no page in use; then, with `sweep`, every word, then stealing.
  * Model `page_claim` (with the preference abstracted away). */
-GH_FN uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool sweep, gh_rng_t* rng, uint32_t* probes) {
+GH_FN_SLOW uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool sweep, gh_rng_t* rng, uint32_t* probes) {
   uint32_t* fhint = &h->xfhints[slot];
   const uint32_t hint = gh_atomic_load_relaxed(fhint);
   uint32_t empty = GH_NO_PAGE;
@@ -171,7 +171,7 @@ GH_FN uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool sweep,
 
 /* Claim n free pages in a row anywhere: random probes, then the sweep, then
  * the sweep again after stealing empty pinned pages. GH_NO_PAGE: no room. */
-GH_FN uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng, uint32_t* probes) {
+GH_FN_SLOW uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng, uint32_t* probes) {
   if (n == 0u || n > h->n_pages) return GH_NO_PAGE;
   /* Runs longer than a word are placed first-fit from the bottom, which packs
    * them; random placement would leave gaps too short for the next one. */
@@ -193,7 +193,7 @@ GH_FN void gh_run_mark(const gh_dheap_t* h, uint32_t s, uint32_t n) {
 
 /* Free the run headed by page s whose HEAD was read as `head`: model
  * `run_free`. false: someone else freed it first (a double free). */
-GH_FN bool gh_run_free(const gh_dheap_t* h, uint32_t s, uint32_t head) {
+GH_FN_SLOW bool gh_run_free(const gh_dheap_t* h, uint32_t s, uint32_t head) {
   if (!gh_atomic_cas_acq_rel(&h->xstate[s], &head, GH_STATE_FREE)) return false;
   const uint32_t n = gh_state_low(head), end = s + n;
 #if GH_CHECKED

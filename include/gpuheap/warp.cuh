@@ -164,7 +164,7 @@ GH_DEV void gh_warp_pages_step(const gh_dheap_t* h, uint32_t mask, uint32_t* nee
 /* Serve the 1-page requests of `need`: probe_limit collective steps (the
  * first at the frame hint, then random), then the collective sweep of every
  * word, then, after stealing empty hint pages, the sweep again. */
-GH_DEV void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t slot, gh_rng_t* rng,
+static __device__ __noinline__ void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t slot, gh_rng_t* rng,
                            uint32_t* probes) {
   const uint32_t first = __ffs(mask) - 1u;
   const uint32_t width = gh_popc(mask); /* words read per step: one per lane */
@@ -217,7 +217,15 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
     gh_grant_t g;
     for (;;) {
       uint32_t k = 0;
-      if (lane == leader) k = gh_grant_next(h, cls, slot, gh_popc(need), &s, GH_SRC_CLASS, &rng, &g, &probes);
+      if (lane == leader) {
+        /* The hint page inline; the other sources out of line (GH_FN_SLOW). */
+        const uint32_t n = gh_popc(need);
+        if (s.src == GH_SRC_HINT && n < h->classes[cls].per_page) {
+          k = gh_grant_from_hint(h, cls, slot, n, &s.hs, &g);
+          s.src = GH_SRC_ROOM;
+        }
+        if (!k) k = gh_grant_next(h, cls, slot, n, &s, GH_SRC_CLASS, &rng, &g, &probes);
+      }
       if (!__shfl_sync(peers, k, leader)) break;
       void* c = gh_warp_distribute(h, peers, leader, &g, cls, &need);
       if (c) ptr = c;
