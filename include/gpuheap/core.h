@@ -125,24 +125,27 @@ GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32
   for (uint32_t i = 0; i < tries; i++) {
     if (i) b = tries == blocks ? (b + 1u == blocks ? 0u : b + 1u) : gh_rng_below(rng, blocks);
     (*probes)++;
-    uint32_t sv[GH_ROOM_BLOCK];
+    /* The block's words in an order rotated by r (where this searcher starts
+     * in the block; r's higher bits: where in each word). The rotation is
+     * applied to the addresses, so sv is indexed by constants only and stays
+     * in registers. */
+    const uint32_t r = gh_rng_next(rng);
+    uint32_t sv[GH_ROOM_BLOCK], sw[GH_ROOM_BLOCK];
 #if GH_ON_DEVICE
 #pragma unroll
 #endif
     for (uint32_t j = 0; j < GH_ROOM_BLOCK; j++) {
-      const uint32_t sw = b * GH_ROOM_BLOCK + j;
-      sv[j] = sw < h->n_sum ? gh_atomic_load_relaxed(&sum[sw]) : 0u;
+      sw[j] = b * GH_ROOM_BLOCK + ((j + r) & (GH_ROOM_BLOCK - 1u));
+      sv[j] = sw[j] < h->n_sum ? gh_atomic_load_relaxed(&sum[sw[j]]) : 0u;
     }
-    const uint32_t r = gh_rng_next(rng); /* where this searcher starts in the block and in each word */
 #if GH_ON_DEVICE
 #pragma unroll
 #endif
-    for (uint32_t jj = 0; jj < GH_ROOM_BLOCK; jj++) {
-      const uint32_t j = (jj + r) % GH_ROOM_BLOCK;
+    for (uint32_t j = 0; j < GH_ROOM_BLOCK; j++) {
       while (sv[j]) {
         const uint32_t bit = gh_set_bit_from(sv[j], r >> 8);
         sv[j] &= ~(1u << bit);
-        const uint32_t k = gh_grant_from_room_word(h, cls, slot, ((b * GH_ROOM_BLOCK + j) << 5) + bit, n, hs, g, r >> 16);
+        const uint32_t k = gh_grant_from_room_word(h, cls, slot, (sw[j] << 5) + bit, n, hs, g, r >> 16);
         if (k) return k;
       }
     }

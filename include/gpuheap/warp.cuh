@@ -164,7 +164,7 @@ GH_DEV void gh_warp_pages_step(const gh_dheap_t* h, uint32_t mask, uint32_t* nee
 /* Serve the 1-page requests of `need`: probe_limit collective steps (the
  * first at the frame hint, then random), then the collective sweep of every
  * word, then, after stealing empty hint pages, the sweep again. */
-static __device__ __noinline__ void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t slot, gh_rng_t* rng,
+GH_DEV void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, uint32_t slot, gh_rng_t* rng,
                            uint32_t* probes) {
   const uint32_t first = __ffs(mask) - 1u;
   const uint32_t width = gh_popc(mask); /* words read per step: one per lane */

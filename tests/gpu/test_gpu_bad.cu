@@ -4,6 +4,11 @@
 #include "gpu_util.cuh"
 #include "gpuheap_device.cuh"
 
+/* Many allocation sites in one kernel: call the allocator through one
+ * out-of-line function each, as README advises, so it is inlined once. */
+__device__ __noinline__ void* t_malloc(const gh_dheap_t* h, size_t size) { return gh_heap_malloc(h, size); }
+__device__ __noinline__ void t_free(const gh_dheap_t* h, void* p) { gh_heap_free(h, p); }
+
 struct Out {
   void* zero[2];
   void* huge;
@@ -17,23 +22,23 @@ struct Out {
 __global__ void bad_frees(const gh_dheap_t* h, void* foreign, Out* out) {
   const uint32_t lane = threadIdx.x;
   /* lanes 0..31 each get a 100-byte chunk and a 3-page run, stamped */
-  uint32_t* chunk = (uint32_t*)gh_heap_malloc(h, 100);
-  uint32_t* run = (uint32_t*)gh_heap_malloc(h, 3 * 65536);
+  uint32_t* chunk = (uint32_t*)t_malloc(h, 100);
+  uint32_t* run = (uint32_t*)t_malloc(h, 3 * 65536);
   chunk[0] = lane;
   run[0] = lane;
   __syncwarp();
   /* lanes 0..7 free their chunk twice */
-  if (lane < 8) gh_heap_free(h, chunk);
-  if (lane < 8) gh_heap_free(h, chunk);
+  if (lane < 8) t_free(h, chunk);
+  if (lane < 8) t_free(h, chunk);
   /* lanes 8..11 free their run twice */
-  if (lane >= 8 && lane < 12) gh_heap_free(h, run);
-  if (lane >= 8 && lane < 12) gh_heap_free(h, run);
+  if (lane >= 8 && lane < 12) t_free(h, run);
+  if (lane >= 8 && lane < 12) t_free(h, run);
   /* lanes 12..15: interior pointers of live blocks (foreign) */
-  if (lane >= 12 && lane < 14) gh_heap_free(h, (uint8_t*)chunk + 16);
-  if (lane >= 14 && lane < 16) gh_heap_free(h, (uint8_t*)run + 65536);
+  if (lane >= 12 && lane < 14) t_free(h, (uint8_t*)chunk + 16);
+  if (lane >= 14 && lane < 16) t_free(h, (uint8_t*)run + 65536);
   /* lane 16: memory from cudaMalloc; lane 17: NULL (nothing) */
-  if (lane == 16) gh_heap_free(h, foreign);
-  if (lane == 17) gh_heap_free(h, nullptr);
+  if (lane == 16) t_free(h, foreign);
+  if (lane == 17) t_free(h, nullptr);
   __syncwarp();
   /* The live blocks are intact. */
   bool ok = true;
@@ -41,13 +46,13 @@ __global__ void bad_frees(const gh_dheap_t* h, void* foreign, Out* out) {
   if (lane < 8 || lane >= 12) ok = ok && run[0] == lane;
   const unsigned intact = __popc(__ballot_sync(0xFFFFFFFFu, ok));
   if (lane == 0) out->intact = intact;
-  if (lane >= 8) gh_heap_free(h, chunk);
-  if (lane < 8 || lane >= 12) gh_heap_free(h, run);
+  if (lane >= 8) t_free(h, chunk);
+  if (lane < 8 || lane >= 12) t_free(h, run);
   if (lane == 0) {
-    out->zero[0] = gh_heap_malloc(h, 0);
-    out->zero[1] = gh_heap_malloc(h, 0);
-    out->huge = gh_heap_malloc(h, (size_t)-1);
-    out->over = gh_heap_malloc(h, (size_t)1 << 40);
+    out->zero[0] = t_malloc(h, 0);
+    out->zero[1] = t_malloc(h, 0);
+    out->huge = t_malloc(h, (size_t)-1);
+    out->over = t_malloc(h, (size_t)1 << 40);
   }
 }
 
@@ -56,7 +61,7 @@ __global__ void exhaust(const gh_dheap_t* h, uint32_t per_thread, void** slots, 
   const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
   unsigned long long nulls = 0;
   for (uint32_t i = 0; i < per_thread; i++) {
-    void* p = gh_heap_malloc(h, 65536);
+    void* p = t_malloc(h, 65536);
     slots[t * per_thread + i] = p;
     nulls += p == nullptr;
   }
@@ -64,12 +69,12 @@ __global__ void exhaust(const gh_dheap_t* h, uint32_t per_thread, void** slots, 
 }
 __global__ void free_slots(const gh_dheap_t* h, void** slots, uint32_t n, uint32_t skip) {
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    if (i != skip) gh_heap_free(h, slots[i]);
+    if (i != skip) t_free(h, slots[i]);
 }
 __global__ void realloc_one(const gh_dheap_t* h, void** slots, uint32_t i, Out* out) {
-  gh_heap_free(h, slots[i]);
-  out->after_free = gh_heap_malloc(h, 65536);
-  gh_heap_free(h, out->after_free);
+  t_free(h, slots[i]);
+  out->after_free = t_malloc(h, 65536);
+  t_free(h, out->after_free);
 }
 
 int main() {
