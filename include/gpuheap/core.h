@@ -182,13 +182,14 @@ GH_FN_SLOW uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, 
     if (!sweep) p = gh_rng_below(rng, h->n_pages);
     (*probes)++;
     uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
-    /* In the sweep, a page that looks like it has room is asked again when a
-     * reservation in flight elsewhere (a transient) made ours fail. */
+    /* A page that looks like it has room is reserved from by CAS, and asked
+     * again (in the sweep) when another thread's reservation in flight (a
+     * transient) made it look full. */
     for (uint32_t t = 0; t < (sweep ? 4u : 1u) && (c & (GH_COUNT_OPEN | GH_COUNT_CLASS_MASK)) == want &&
                          (c & GH_COUNT_USED_MASK) < per_page;
          t++) {
       uint32_t used = 0;
-      const uint32_t k = gh_page_reserve(h, p, cls, n, &used);
+      const uint32_t k = gh_page_reserve_cas(h, p, cls, n, &used);
       if (k) {
         gh_grant_set(h, g, p, cls, k, used);
         return k;

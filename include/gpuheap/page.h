@@ -133,6 +133,28 @@ GH_FN uint32_t gh_page_reserve(const gh_dheap_t* h, uint32_t p, uint32_t cls, ui
   return k;
 }
 
+/* Reserve as gh_page_reserve does, but by CAS on the value seen, so a
+ * failed attempt leaves no transient for others to see: model `reserve_cas`.
+ * The slow sources use it, where many threads may be after the last free
+ * chunks of a nearly full heap and each transient would make a page with
+ * room look full to the rest. Returns 0 only when the page is not open for
+ * the class or is full. */
+GH_FN uint32_t gh_page_reserve_cas(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t n, uint32_t* used_before) {
+  const uint32_t per_page = h->classes[cls].per_page;
+  const uint32_t want = GH_COUNT_OPEN | gh_count_class(cls);
+  uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
+  for (;;) {
+    const uint32_t used = c & GH_COUNT_USED_MASK;
+    if ((c & (GH_COUNT_OPEN | GH_COUNT_CLASS_MASK)) != want || used >= per_page) return 0;
+    const uint32_t k = (n <= per_page - used) ? n : per_page - used;
+    if (gh_atomic_cas_acq_rel(&h->xcount[p], &c, c + k)) {
+      if (used + k == per_page) gh_room_clear(h, cls, p);
+      *used_before = used;
+      return k;
+    }
+  }
+}
+
 /* Format a page the caller has claimed (page bit set by it, xcount 0 up to
  * transients) for class cls, reserving n chunks for the caller and, with pin,
  * holding it for hint slot `slot`: model `format`. */
