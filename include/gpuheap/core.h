@@ -12,7 +12,9 @@
  *      slot's hint by its refiller);
  *   4. a page of the class with room, by random probes of xcount;
  *   5. the sweeps: every word of the page bitmap, empty pages stolen from
- *      hint slots, every page of the class.
+ *      hint slots, every page of the class; and when they find nothing,
+ *      after a short pause for what other threads are formatting, both
+ *      sweeps once more.
  * Only when all of these find nothing is NULL returned.
  */
 #ifndef GPUHEAP_CORE_H
@@ -209,7 +211,9 @@ GH_FN_SLOW uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, 
 #define GH_SRC_CLASS 3u    /* random probes of xcount */
 #define GH_SRC_SWEEP 4u    /* every word of the page bitmap, then stealing */
 #define GH_SRC_CLASS_ALL 5u
-#define GH_SRC_DONE 6u
+#define GH_SRC_AGAIN 6u    /* after a pause: the bitmap sweep and the class sweep once more */
+#define GH_SRC_AGAIN_ALL 7u
+#define GH_SRC_DONE 8u
 
 typedef struct gh_search_s {
   uint32_t src;
@@ -239,13 +243,18 @@ GH_FN_SLOW uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t sl
         if (!(s->hs.refiller && h->classes[cls].per_page >= h->refill_min))
           k = gh_grant_from_room(h, cls, slot, n, &s->hs, rng, g, probes);
         break;
+      case GH_SRC_AGAIN:
+        /* Nothing anywhere, as seen: let the pages other threads are
+         * claiming or formatting right now land, then look once more. */
+        for (uint32_t i = 0; i < 8u; i++) gh_backoff(i);
+        /* fall through */
       case GH_SRC_NEW:
       case GH_SRC_SWEEP:
-        p = gh_page_claim_one(h, slot, src == GH_SRC_SWEEP, rng, probes);
+        p = gh_page_claim_one(h, slot, src != GH_SRC_NEW, rng, probes);
         if (p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, slot, n, &s->hs, g);
         break;
-      default: /* GH_SRC_CLASS, GH_SRC_CLASS_ALL */
-        k = gh_grant_from_class_page(h, cls, n, rng, src == GH_SRC_CLASS_ALL, g, probes);
+      default: /* GH_SRC_CLASS, GH_SRC_CLASS_ALL, GH_SRC_AGAIN_ALL */
+        k = gh_grant_from_class_page(h, cls, n, rng, src != GH_SRC_CLASS, g, probes);
         break;
     }
     if (src == GH_SRC_HINT || !k) s->src = src + 1u; /* the hint is asked once; others while they give */
