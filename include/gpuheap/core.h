@@ -46,7 +46,8 @@ GH_FN void* gh_chunk_ptr(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t
  * goes on to find the next page; *hs says so). The others wait for the new
  * page (bounded; and only for classes with many chunks per page, where a
  * refill is rare) instead of each formatting a page of its own. Returns the
- * chunks reserved; fewer than n: the rest come from the next sources. */
+ * chunks reserved; fewer than n: the rest come from the next sources.
+ * Model `hint_grant`. */
 GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_grant_t* g) {
   uint32_t* s = gh_hint_slot(h, cls, slot);
@@ -79,7 +80,8 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
   }
 }
 
-/* Reserve on a page of the room bitmap's word w; stale bits are cleared. */
+/* Reserve on a page of the room bitmap's word w; stale bits are cleared.
+ * Model `room_grant` (with gh_grant_from_room). */
 GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t w, uint32_t n,
                                        gh_hint_t* hs, gh_grant_t* g, uint32_t r) {
   uint32_t v = gh_atomic_load_relaxed(gh_room_word(h, cls, w));
@@ -115,7 +117,7 @@ GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32
  * the block over the slot's frame hint (where the slot's pages cluster),
  * then random blocks, probe_limit / 4 blocks in all (a longer search cost
  * more time than the pages it found saved: bench/NOTES.md, visit 7). A refiller installs the
- * page it finds as the slot's hint. */
+ * page it finds as the slot's hint. Model `room_grant` (search abstracted). */
 GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
   const uint32_t* sum = h->xroomsum + (size_t)cls * h->n_sum;
@@ -157,7 +159,7 @@ GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32
 
 /* A freshly claimed page p: format it with a reservation of n chunks. If
  * chunks are left over, the refiller pins it and installs it; anyone else
- * marks it in the room bitmap, where others will find it. */
+ * marks it in the room bitmap, where others will find it. Model `new_page`. */
 GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t slot, uint32_t n,
                                       gh_hint_t* hs, gh_grant_t* g) {
   const uint32_t per_page = h->classes[cls].per_page;
@@ -173,7 +175,7 @@ GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t 
 }
 
 /* Source 4 and the last: a page of class cls with room, by `count` probes of
- * xcount (random), or by visiting every page (sweep). */
+ * xcount (random), or by visiting every page (sweep). Model `class_page`. */
 GH_FN_SLOW uint32_t gh_grant_from_class_page(const gh_dheap_t* h, uint32_t cls, uint32_t n, gh_rng_t* rng, bool sweep,
                                         gh_grant_t* g, uint32_t* probes) {
   const uint32_t per_page = h->classes[cls].per_page;
@@ -224,7 +226,7 @@ typedef struct gh_search_s {
  * and staying with one while it gives. Stops before source `stop` (returning
  * 0 with s->src == stop), or returns 0 with s->src == GH_SRC_DONE when no
  * source has room: only then is the heap full for this class. A refiller
- * that has installed nothing by then gives its slot up. */
+ * that has installed nothing by then gives its slot up. Model `grant_next`. */
 GH_FN_SLOW uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_search_t* s, uint32_t stop,
                              gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
   while (s->src < stop) {
@@ -270,7 +272,8 @@ GH_FN uint32_t gh_run_pages(const gh_dheap_t* h, size_t size) {
   return (uint32_t)((size + ((size_t)1 << h->page_shift) - 1u) >> h->page_shift);
 }
 
-/* One lane's malloc. size 0 is served as 1 byte (a unique pointer). */
+/* One lane's malloc. size 0 is served as 1 byte (a unique pointer). Model
+ * `malloc_chunk` and `malloc_run`. */
 GH_FN void* gh_lane_malloc(const gh_dheap_t* h, size_t size, uint32_t slot, gh_rng_t* rng, uint32_t* probes) {
   if (size > h->max_chunk) {
     const uint32_t n = gh_run_pages(h, size);
@@ -328,7 +331,8 @@ GH_FN uint32_t gh_locate(const gh_dheap_t* h, const void* ptr, gh_where_t* at, i
   return 0;
 }
 
-/* One lane's free; NULL does nothing, bad pointers are counted and ignored. */
+/* One lane's free; NULL does nothing, bad pointers are counted and ignored.
+ * Model `free_chunk` and `free_run` (gh_locate: their load of xstate). */
 GH_FN void gh_lane_free(const gh_dheap_t* h, void* ptr) {
   if (ptr == NULL) return;
   gh_where_t at;

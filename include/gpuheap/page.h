@@ -2,7 +2,8 @@
  *
  * Model: proofs/spin/page.pml checks this protocol (reserve, format, take,
  * release, close, pin and hint install, and the runs of run.h) for 3 threads
- * and 2 pages; each function below names the process of the model it is.
+ * and 2 pages; each function below names the inline of the model that
+ * models it (proofs/spin/README.md has the table).
  *
  * A chunk page lives through: claimed (page bit set by gh_pages_claim, run.h)
  * -> formatted (gh_page_format: xstate, then OPEN|class|n in xcount) ->
@@ -39,6 +40,7 @@ GH_FN uint32_t gh_pages_claim(const gh_dheap_t* h, uint32_t w, uint32_t want) {
   return want & ~gh_atomic_or_acquire(&h->xpages[w], want);
 }
 
+/* Clear page bits the caller holds: model `pages_release`. */
 GH_FN void gh_pages_release(const gh_dheap_t* h, uint32_t w, uint32_t mask) {
   const uint32_t old = gh_atomic_and_release(&h->xpages[w], ~mask);
   gh_assert_internal((old & mask) == mask);
@@ -72,7 +74,7 @@ GH_FN void gh_room_clear(const gh_dheap_t* h, uint32_t cls, uint32_t p) {
 }
 GH_FN uint32_t gh_count_cls(uint32_t c) { return (c & GH_COUNT_CLASS_MASK) >> GH_COUNT_CLASS_SHIFT; }
 
-/* Close an empty page: model process `close`. `seen` is the xcount value
+/* Close an empty page: model `close`. `seen` is the xcount value
  * OPEN|class|0 that the caller brought about. Only one CAS can succeed; the
  * winner frees the page. A failed CAS means someone reserved in between, and
  * the page lives on (that someone will bring used to zero again). */
@@ -92,7 +94,7 @@ GH_FN void gh_page_try_close(const gh_dheap_t* h, uint32_t p, uint32_t seen) {
 
 /* After subtracting from xcount (was `old`, now `now`): close the page if it
  * is empty; mark it as having room if this subtraction is the one that took
- * an open, unpinned page below full. */
+ * an open, unpinned page below full. Part of model `unreserve` and `unpin`. */
 GH_FN void gh_page_settle(const gh_dheap_t* h, uint32_t p, uint32_t old, uint32_t now) {
   if ((now & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) == GH_COUNT_OPEN) {
     gh_page_try_close(h, p, now);
@@ -213,7 +215,8 @@ GH_FN void gh_hint_install(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_
   hs->seen = p_new;
 }
 
-/* A refiller that found no page to install gives the slot up. */
+/* A refiller that found no page to install gives the slot up: model
+ * `abandon`. */
 GH_FN void gh_hint_abandon(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_hint_t* hs) {
   if (!hs->refiller) return;
   gh_atomic_store_release(gh_hint_slot(h, cls, slot), GH_NO_PAGE);

@@ -113,6 +113,11 @@ GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) {
     const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
     if ((c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) != (GH_COUNT_OPEN | GH_COUNT_PINNED)) continue;
     const uint32_t st = gh_atomic_load_relaxed(&h->xstate[p]);
+    /* The page may have been unpinned, closed and claimed again (even as a
+     * run head, whose state would name no hint slot) since xcount was read.
+     * Only a CHUNK state names a slot; and the CAS below succeeds only while
+     * that slot holds p, i.e. while p is pinned for it. */
+    if (gh_state_kind(st) != GH_STATE_KIND_CHUNK) continue;
     uint32_t expected = p;
     if (gh_atomic_cas_acq_rel(gh_hint_slot(h, gh_state_class(st), gh_state_slot(st)), &expected, GH_NO_PAGE)) {
       gh_page_unpin(h, p);
@@ -123,7 +128,8 @@ GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) {
 }
 
 /* Claim a free page of word w, whose value was read as v: the first free
- * one from bit r on (r spreads threads that race for one word). */
+ * one from bit r on (r spreads threads that race for one word): model
+ * `claim_in_word`. */
 GH_FN uint32_t gh_page_claim_in_word(const gh_dheap_t* h, uint32_t w, uint32_t v, uint32_t r) {
   while (~v) {
     const uint32_t bit = 1u << gh_set_bit_from(~v, r);
@@ -170,7 +176,8 @@ GH_FN_SLOW uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool s
 }
 
 /* Claim n free pages in a row anywhere: random probes, then the sweep, then
- * the sweep again after stealing empty pinned pages. GH_NO_PAGE: no room. */
+ * the sweep again after stealing empty pinned pages. GH_NO_PAGE: no room.
+ * Model `malloc_run` (its search abstracted to any start; run_claim as is). */
 GH_FN_SLOW uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng, uint32_t* probes) {
   if (n == 0u || n > h->n_pages) return GH_NO_PAGE;
   /* Runs longer than a word are placed first-fit from the bottom, which packs

@@ -41,7 +41,13 @@
  *   xcount & OPEN   =>  page bit set, xstate == CHUNK(class, slot),
  *                       class(xcount) == class(xstate)
  *   popcount(chunk bitmap) == used(xcount) <= per_page(class)
- *   xcount & PINNED =>  xhints[class][slot(xstate)] == p
+ *   xhints[class][slot] == p  =>  xcount & OPEN|PINNED, xstate ==
+ *                       CHUNK(class, slot)
+ *   xhints[class][slot] == GH_REFILL  <=>  one thread is the slot's refiller
+ *   (the converse of the first, xcount & PINNED => p in its slot, holds
+ *   only while no refill is in flight: the page a refiller took out stays
+ *   pinned, by the refiller, until it installs or abandons. The SPIN model
+ *   checks both in every state with -DSLOT_MONITOR.)
  * In flight, a reservation that is being undone adds a transient amount to
  * used (page.h); it is bounded by 32 per resident warp, far below 2^22, so it
  * never carries into class, PINNED or OPEN.

@@ -193,7 +193,8 @@ GH_DEV void* gh_warp_pages(const gh_dheap_t* h, uint32_t mask, uint32_t* need, u
  * requests: each group's leader asks the hint, room and new-page sources
  * for the whole group (gh_grant_next), all groups at once; what is left, the
  * lanes search alone. 1-page requests: collective steps. Longer runs: each
- * lane alone. */
+ * lane alone. Model `malloc_chunk` with MAXREQ=2 (a group of two lanes; the
+ * collective page claims are not modeled: proofs/spin/README.md). */
 GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_out) {
   const uint32_t active = __activemask();
   const uint32_t lane = gh_lane_id();

@@ -118,6 +118,20 @@ static void test_transitions(void) {
   CHECK(gh_run_free(h, 30, gh_state_head(4)));
   CHECK(!gh_run_free(h, 30, gh_state_head(4)));
   CHECK(page_settled_free(h, 31) && page_settled_free(h, 32));
+
+  /* Stealing reads xcount, then xstate; in between the page may have been
+   * closed and claimed as a run head (proofs/spin/README.md, "Findings"). The
+   * snapshot a stealer can then see: xcount empty-and-pinned, xstate HEAD(L),
+   * which would name class 0's slot L. Such a page is skipped: the slot that
+   * HEAD(L) would name keeps its page. */
+  const uint32_t L = 3;
+  CHECK(gh_pages_claim(h, 0, 1u << 12) == (1u << 12));
+  gh_atomic_store_relaxed(gh_hint_slot(h, 0, L), 12);
+  gh_atomic_store_relaxed(&h->xcount[12], GH_COUNT_OPEN | GH_COUNT_PINNED);
+  gh_atomic_store_relaxed(&h->xstate[12], gh_state_head(L));
+  CHECK(gh_steal_pinned(h) == 0);
+  CHECK(*gh_hint_slot(h, 0, L) == 12);
+  CHECK(gh_atomic_load_relaxed(&h->xcount[12]) == (GH_COUNT_OPEN | GH_COUNT_PINNED));
   gh_cpu_heap_destroy(heap);
 }
 
