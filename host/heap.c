@@ -11,14 +11,21 @@ struct gh_heap_s {
   gh_dheap_t view;     /* the header as on the device (device pointers) */
   gh_dheap_t* d_heap;  /* the header in device memory, start of the metadata block */
   gh_layout_t layout;
-  gh_backing_t* backing;
+  gh_backing_t* backing;   /* NULL for a managed heap */
   const gh_backing_ops_t* ops;
+  gh_tmgr_t* tm;           /* the tensor manager that owns a managed heap */
+  uint32_t online_pages;   /* pages [online_pages, n_pages) are offline (managed heaps) */
+  uint32_t frame_words;    /* page-bitmap words per frame */
 };
 
+/* All metadata as new; pages from online_pages on offline (bits set). */
 static int zero_metadata(gh_heap_t* heap) {
   GH_CUDA_TRY(cudaMemset((uint8_t*)heap->d_heap + heap->layout.pages_off, 0,
                          heap->layout.total - heap->layout.pages_off));
   GH_CUDA_TRY(cudaMemset((uint8_t*)heap->d_heap + heap->layout.hints_off, 0xFF, heap->layout.hints_bytes));
+  const uint32_t first = heap->online_pages / 32u;
+  if (first < heap->view.n_words)
+    GH_CUDA_TRY(cudaMemset(heap->view.xpages + first, 0xFF, (size_t)(heap->view.n_words - first) * 4u));
   return GH_OK;
 }
 
@@ -50,13 +57,25 @@ static int pick_device(const gh_heap_options_t* o, int* device, uint32_t* sms) {
   return GH_OK;
 }
 
-int gh_heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* opts) {
+/* A heap of `bytes` whose data is at `base` (managed: placed by tm, pages
+ * from online_bytes on offline) or in a backing of its own (base NULL). */
+static int heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* opts, uint8_t* base, gh_tmgr_t* tm,
+                       size_t online_bytes) {
   if (out == NULL) return _gh_error(GH_ERR_INVAL, "gh_heap_create: out is NULL");
   *out = NULL;
   gh_heap_options_t o;
   uint32_t shift = 0, pages = 0;
   int err = _gh_options_resolve(opts, bytes, &o, &shift, &pages);
   if (err) return err;
+  const uint32_t frame_pages = 1u << (GH_FRAME_SHIFT - shift);
+  uint32_t online = pages;
+  if (base != NULL) {
+    if (((uintptr_t)base & (((uintptr_t)1 << GH_FRAME_SHIFT) - 1u)) != 0u || bytes % ((size_t)1 << GH_FRAME_SHIFT) ||
+        online_bytes % ((size_t)1 << GH_FRAME_SHIFT) || online_bytes > bytes || ((size_t)pages << shift) != bytes)
+      return _gh_error(GH_ERR_INVAL, "managed heap: base %p, %zu bytes, %zu online: not whole frames", (void*)base,
+                       bytes, online_bytes);
+    online = (uint32_t)(online_bytes >> shift);
+  }
 
   int device = 0;
   uint32_t sms = 0;
@@ -67,6 +86,9 @@ int gh_heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* opts)
   if (heap == NULL) return _gh_error(GH_ERR_NOMEM, "gh_heap_create: %zu bytes", sizeof *heap);
   heap->device = device;
   heap->ops = &_gh_backing_cuda;
+  heap->tm = tm;
+  heap->online_pages = online;
+  heap->frame_words = frame_pages / 32u;
   /* Default: 64 slots (SMs share them), which bounds the partly used hint
    * pages at 64 per class; bench/NOTES.md has the measurements behind it. */
   const uint32_t slots = o.slots ? o.slots : (sms < 64u ? sms : 64u);
@@ -74,11 +96,12 @@ int gh_heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* opts)
   const uint32_t n_classes = gh_classes_init(classes, shift);
   gh_layout_compute(&heap->layout, pages, shift, n_classes, slots);
 
-  uint8_t* base = NULL;
-  err = heap->ops->open(&heap->backing, device, (size_t)pages << shift, (size_t)1 << GH_FRAME_SHIFT, &base);
-  if (err) {
-    free(heap);
-    return err;
+  if (base == NULL) {
+    err = heap->ops->open(&heap->backing, device, (size_t)pages << shift, (size_t)1 << GH_FRAME_SHIFT, &base);
+    if (err) {
+      free(heap);
+      return err;
+    }
   }
   const cudaError_t e = cudaMalloc((void**)&heap->d_heap, heap->layout.total);
   if (e != cudaSuccess) {
@@ -105,9 +128,85 @@ int gh_heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* opts)
   return GH_OK;
 }
 
+int gh_heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* opts) {
+  return heap_create(out, bytes, opts, NULL, NULL, 0);
+}
+
 int gh_heap_destroy(gh_heap_t* heap) {
   if (heap == NULL) return GH_OK;
+  if (heap->tm) return _gh_error(GH_ERR_INVAL, "gh_heap_destroy: the heap belongs to a tensor manager (gh_tmgr_destroy)");
   return destroy_parts(heap);
+}
+
+/* ---- managed heaps: the tensor manager's device heap ("tensor.c") ---- */
+
+int _gh_heap_create_managed(gh_heap_t** out, gh_tmgr_t* tm, uint8_t* base, size_t max_bytes, size_t online_bytes,
+                            const gh_heap_options_t* opts) {
+  if (tm == NULL || base == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_create_managed: NULL argument");
+  return heap_create(out, max_bytes, opts, base, tm, online_bytes);
+}
+
+int _gh_heap_destroy_managed(gh_heap_t* heap) { return heap ? destroy_parts(heap) : GH_OK; }
+
+gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap) { return heap ? heap->tm : NULL; }
+
+int _gh_heap_usage(gh_heap_t* heap, size_t* used_bytes, size_t* online_bytes) {
+  if (heap == NULL || heap->tm == NULL || used_bytes == NULL || online_bytes == NULL)
+    return _gh_error(GH_ERR_INVAL, "_gh_heap_usage: NULL argument or not a managed heap");
+  const uint32_t words = heap->online_pages / 32u;
+  uint32_t* bits = (uint32_t*)malloc((size_t)words * 4u + 4u);
+  if (bits == NULL) return _gh_error(GH_ERR_NOMEM, "_gh_heap_usage: %u words", words);
+  const cudaError_t e = cudaMemcpy(bits, heap->view.xpages, (size_t)words * 4u, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) {
+    free(bits);
+    return _gh_cuda_error((int)e, "cudaMemcpy(page bitmap)", __FILE__, __LINE__);
+  }
+  size_t used = 0;
+  for (uint32_t w = 0; w < words; w++) used += (size_t)__builtin_popcount(bits[w]);
+  free(bits);
+  *used_bytes = used << heap->view.page_shift;
+  *online_bytes = (size_t)heap->online_pages << heap->view.page_shift;
+  return GH_OK;
+}
+
+int _gh_heap_online(gh_heap_t* heap, size_t online_bytes) {
+  if (heap == NULL || heap->tm == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_online: not a managed heap");
+  const uint32_t shift = heap->view.page_shift;
+  if (online_bytes % ((size_t)1 << GH_FRAME_SHIFT) || (online_bytes >> shift) > heap->view.n_pages)
+    return _gh_error(GH_ERR_INVAL, "_gh_heap_online: %zu bytes of a %u-page heap", online_bytes, heap->view.n_pages);
+  const uint32_t pages = (uint32_t)(online_bytes >> shift);
+  if (pages <= heap->online_pages) return GH_OK;
+  /* The frames are mapped; clearing their words publishes the pages. A copy
+   * engine writes the words while kernels may run: no searcher changes an
+   * all-ones word (its claims need a zero bit), so nothing is lost. */
+  cudaStream_t s = NULL;
+  GH_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const uint32_t w0 = heap->online_pages / 32u, w1 = pages / 32u;
+  cudaError_t e = cudaMemsetAsync(heap->view.xpages + w0, 0, (size_t)(w1 - w0) * 4u, s);
+  const cudaError_t f = cudaStreamSynchronize(s);
+  if (e == cudaSuccess) e = f;
+  const cudaError_t d = cudaStreamDestroy(s);
+  if (e == cudaSuccess) e = d;
+  if (e != cudaSuccess) return _gh_cuda_error((int)e, "cudaMemsetAsync(page bitmap)", __FILE__, __LINE__);
+  heap->online_pages = pages;
+  return GH_OK;
+}
+
+int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_bytes) {
+  if (heap == NULL || heap->tm == NULL || online_bytes == NULL)
+    return _gh_error(GH_ERR_INVAL, "_gh_heap_offline_tail: NULL argument or not a managed heap");
+  const uint32_t shift = heap->view.page_shift;
+  uint32_t keep = (uint32_t)((keep_bytes >> shift) < heap->view.n_pages ? keep_bytes >> shift : heap->view.n_pages);
+  const uint32_t frame_pages = heap->frame_words * 32u;
+  keep = (keep + frame_pages - 1u) / frame_pages * frame_pages;
+  if (keep < heap->online_pages) {
+    uint32_t end = 0;
+    const int err = _gh_device_offline_tail(heap->d_heap, keep / 32u, heap->online_pages / 32u, heap->frame_words, &end);
+    if (err) return err;
+    heap->online_pages = end * 32u;
+  }
+  *online_bytes = (size_t)heap->online_pages << shift;
+  return GH_OK;
 }
 
 int gh_heap_reset(gh_heap_t* heap) {
@@ -126,6 +225,9 @@ int gh_heap_stats(gh_heap_t* heap, gh_heap_stats_t* stats) {
   _gh_stats_begin(stats, &heap->view, heap->layout.total);
   int err = _gh_device_stats(heap->d_heap, &heap->view, stats);
   if (err) return err;
+  /* Offline pages (set bits, FREE state) are neither free nor in use. */
+  stats->pages_total = heap->online_pages;
+  stats->heap_bytes = (uint64_t)heap->online_pages << heap->view.page_shift;
   uint32_t* bitmap = (uint32_t*)malloc((size_t)heap->view.n_words * 4u);
   if (bitmap == NULL) return _gh_error(GH_ERR_NOMEM, "gh_heap_stats: page bitmap copy");
   uint64_t errors[GH_ERRC_COUNT];

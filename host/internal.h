@@ -46,8 +46,32 @@ typedef struct gh_backing_ops_s {
 } gh_backing_ops_t;
 extern const gh_backing_ops_t _gh_backing_cuda;
 
+/* "heap.c": a device heap whose data region a tensor manager places inside
+ * its reserved range and grows or shrinks by frames ("tensor.c" calls
+ * these). Pages at and beyond the online bound are offline: their page bits
+ * are set and no search can claim them. The CPU library has no device heap:
+ * there they return GH_ERR_UNSUPPORTED ("frames_select_cpu.c"). */
+int _gh_heap_create_managed(gh_heap_t** out, gh_tmgr_t* tm, uint8_t* base, size_t max_bytes, size_t online_bytes,
+                            const gh_heap_options_t* opts);
+int _gh_heap_destroy_managed(gh_heap_t* heap);
+/* Bytes of online pages that are not free, and the online bound. */
+int _gh_heap_usage(gh_heap_t* heap, size_t* used_bytes, size_t* online_bytes);
+/* The frames up to online_bytes (a multiple of the frame) are mapped now:
+ * publish their pages (safe while kernels run). */
+int _gh_heap_online(gh_heap_t* heap, size_t online_bytes);
+/* Take trailing frames whose pages are all free offline again, down to
+ * keep_bytes at most; *online_bytes receives the new bound, after which the
+ * caller may unmap the frames beyond it. */
+int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_bytes);
+gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
+
 /* "kernel/heap.cu": device-side reductions the host calls. */
 int _gh_device_stats(const gh_dheap_t* d_heap, const gh_dheap_t* view, gh_heap_stats_t* s);
+/* Take free frames at the end of the bitmap words [from_word, to_word)
+ * offline (their words set to all ones), last first; *new_to_word is the
+ * first offline word. Runs on a stream of its own. */
+int _gh_device_offline_tail(const gh_dheap_t* d_heap, uint32_t from_word, uint32_t to_word, uint32_t words_per_frame,
+                            uint32_t* new_to_word);
 
 #ifdef __cplusplus
 }

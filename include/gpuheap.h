@@ -32,14 +32,16 @@ extern "C" {
   X(DOUBLE_FREE, -7, "pointer was already freed")                                \
   X(BUDGET, -8, "the memory budget is exhausted")                                \
   X(UNSUPPORTED, -9, "operation not supported by this build or device")          \
-  X(CORRUPT, -10, "heap metadata failed a consistency check")
+  X(CORRUPT, -10, "heap metadata failed a consistency check")                   \
+  X(BUSY, -11, "not finished yet (the stream has not reached it)")              \
+  X(PINNED, -12, "the tensor is pinned")
 
 typedef enum gh_errno_e {
   GH_OK = 0,
 #define GH__ERR_ENUM(name, code, text) GH_ERR_##name = code,
   GH_ERRNO_MAP(GH__ERR_ENUM)
 #undef GH__ERR_ENUM
-  GH__ERR_END = -11
+  GH__ERR_END = -13
 } gh_errno_t;
 
 /* A message for an error code ("success" for GH_OK); never NULL. */
@@ -115,6 +117,131 @@ typedef struct gh_heap_stats_s {
 /* Statistics computed on demand by a reduction over the heap's metadata.
  * Consistent when no kernel is using the heap; approximate while one runs. */
 int gh_heap_stats(gh_heap_t* heap, gh_heap_stats_t* stats);
+
+/* ------------------------------------------------------------------------
+ * Tensor manager: tensors for frameworks from one memory budget, in 2 MiB
+ * frames of a reserved virtual range. Frames of cold tensors are evicted to
+ * pinned host memory mapped at the same address (pointers never change) and
+ * restored on demand. The manager may also own a device heap (gh_tmgr_heap)
+ * that lives at the start of the same range and grows by frames.
+ * ------------------------------------------------------------------------ */
+
+/* A CUDA stream (the same type as cudaStream_t); NULL is the default stream. */
+typedef struct CUstream_st* gh_stream_t;
+
+typedef enum gh_tier_e {
+  GH_TIER_NONE = 0,   /* not backed (not mapped) */
+  GH_TIER_DEVICE = 1, /* HBM */
+  GH_TIER_HOST = 2,   /* pinned host memory mapped at the same address */
+  GH_TIER_COUNT = 3
+} gh_tier_t;
+
+/* Where frames come from. DEFAULT: the CUDA virtual-memory API in the CUDA
+ * library, the simulation in the CPU library. SIM: host memory standing in
+ * for both tiers (tests, machines without a GPU). */
+typedef enum gh_backend_e { GH_BACKEND_DEFAULT = 0, GH_BACKEND_CUDA_VMM = 1, GH_BACKEND_SIM = 2 } gh_backend_t;
+
+/* What a tensor holds; sets its eviction priority (workspace and
+ * activations go first, weights last). */
+typedef enum gh_kind_e {
+  GH_KIND_WORKSPACE = 0,
+  GH_KIND_ACTIVATIONS = 1,
+  GH_KIND_OPTIMIZER = 2,
+  GH_KIND_WEIGHTS = 3,
+  GH_KIND_COUNT = 4
+} gh_kind_t;
+
+typedef struct gh_tmgr_s gh_tmgr_t;
+
+/* Flags of gh_tmgr_options_t. */
+#define GH_TMGR_GROW_ON_DEMAND 1u /* kernels whose allocation finds no room may ask the host to grow the heap */
+
+typedef struct gh_tmgr_options_s {
+  int device;                /* CUDA device ordinal; -1 = the current device */
+  gh_backend_t backend;
+  size_t device_budget;      /* bytes of HBM for frames; 0 = free memory at creation minus device_reserve */
+  size_t device_reserve;     /* left to others when device_budget is 0; default 1 GiB */
+  size_t host_budget;        /* bytes of pinned host frames; 0 = default (half the device budget's size, at least 1 GiB) */
+  size_t va_bytes;           /* reserved range; 0 = 4 x (device + host budgets) + heap_max_bytes */
+  double low_watermark;      /* eviction frees device frames down to this fraction of the budget; default 0.85 */
+  double high_watermark;     /* device-heap occupancy that triggers growth; default 0.90 */
+  size_t heap_bytes;         /* device heap: initial bytes (0 = no device heap) */
+  size_t heap_max_bytes;     /* device heap: most it may grow to; 0 = heap_bytes (no growth) */
+  gh_heap_options_t heap;    /* the device heap's own options (page size, slots, ...) */
+  uint32_t host_pool_frames; /* host frames kept created ahead of need; default 16 */
+  uint32_t flags;            /* GH_TMGR_* */
+} gh_tmgr_options_t;
+
+typedef struct gh_tmgr_stats_s {
+  size_t frame_bytes;
+  size_t device_budget, host_budget;
+  size_t frames[GH_TIER_COUNT];                   /* mapped tensor frames per tier (NONE: unused slots) */
+  size_t heap_frames[GH_TIER_COUNT];              /* device-heap frames per tier */
+  size_t tensors[GH_KIND_COUNT];                  /* live tensors per kind */
+  size_t tensor_bytes[GH_KIND_COUNT];             /* their requested bytes */
+  size_t tensor_bytes_tier[GH_KIND_COUNT][GH_TIER_COUNT]; /* ... by the tier of their frames */
+  size_t pinned_tensors;
+  size_t pending_frees;                           /* freed, waiting for their stream */
+  size_t host_pool_frames;                        /* host frames created and not in use */
+  uint64_t evictions, restores;                   /* frames moved */
+  uint64_t bytes_evicted, bytes_restored;
+  uint64_t oom_events;                            /* requests that found neither tier with room */
+  uint64_t heap_grows, heap_shrinks;              /* frames */
+} gh_tmgr_stats_t;
+
+/* Called (on the thread of the failing call) when a request cannot be met
+ * in either tier, before the call returns GH_ERR_BUDGET. */
+typedef void (*gh_oom_fn)(void* user, size_t bytes_wanted, const gh_tmgr_stats_t* stats);
+
+void gh_tmgr_options_init(gh_tmgr_options_t* opts);
+int gh_tmgr_create(gh_tmgr_t** tm, const gh_tmgr_options_t* opts);
+/* Destroy: no stream may still use its tensors; the heap with it. */
+int gh_tmgr_destroy(gh_tmgr_t* tm);
+
+/* A tensor of `bytes` (> 0), 256-byte aligned, usable on `stream` in stream
+ * order. Small tensors share frames; large ones take runs of frames. */
+int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t stream, void** ptr);
+/* Free; its memory is reused once `stream` reaches this point (other
+ * streams that used it must be ordered before, as with cudaFreeAsync).
+ * GH_ERR_FOREIGN for a pointer that is no tensor's start, GH_ERR_DOUBLE_FREE
+ * for one freed already. */
+int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
+/* Hints: bring the tensor's frames to the device now (evicting others if
+ * needed), or mark it cold and move its frames to the host now. Frames
+ * shared with other tensors move only when all of them are cold. */
+int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
+int gh_tensor_evict(gh_tmgr_t* tm, void* ptr);
+/* Pinned tensors stay on the device: a pinned tensor on the host is brought
+ * back first. Pins nest. gh_tensor_evict on a pinned tensor: GH_ERR_PINNED. */
+int gh_tensor_pin(gh_tmgr_t* tm, void* ptr);
+int gh_tensor_unpin(gh_tmgr_t* tm, void* ptr);
+int gh_tensor_set_kind(gh_tmgr_t* tm, void* ptr, gh_kind_t kind);
+/* Where a tensor's first byte lives now. */
+int gh_tensor_tier(gh_tmgr_t* tm, const void* ptr, gh_tier_t* tier);
+int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats);
+int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user);
+/* A sync point: reclaim completed frees, restore/evict to the watermarks,
+ * grow the device heap past its high watermark, give back its trailing free
+ * frames. Every tensor call does the cheap part of this. */
+int gh_tmgr_maintain(gh_tmgr_t* tm);
+/* The manager's device heap (NULL when it has none). */
+gh_heap_t* gh_tmgr_heap(gh_tmgr_t* tm);
+/* Grow or shrink the heap of a manager now (gh_tmgr_maintain for the heap's
+ * manager); GH_ERR_INVAL for a heap that no manager owns. */
+int gh_heap_maintain(gh_heap_t* heap);
+
+/* The process-wide manager used by the framework entry points below: made
+ * on first use with the defaults (or set once by gh_tmgr_set_global). */
+int gh_tmgr_set_global(gh_tmgr_t* tm);
+gh_tmgr_t* gh_tmgr_global(void);
+
+/* PyTorch's CUDAPluggableAllocator entry points (kind: activations unless
+ * changed with gh_tensor_set_kind). */
+void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream);
+void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream);
+/* CuPy's CFunctionAllocator entry points (param: unused, may be NULL). */
+void* gh_cupy_malloc(void* param, size_t size, int device);
+void gh_cupy_free(void* param, void* ptr, int device);
 
 #ifdef __cplusplus
 }

@@ -72,3 +72,54 @@ extern "C" int _gh_device_stats(const gh_dheap_t* d_heap, const gh_dheap_t* view
   }
   return GH_OK;
 }
+
+namespace {
+
+/* Take whole frames at the end of [from_word, to_word) offline, last first,
+ * while every page of a frame is free: one CAS per bitmap word from 0 (all
+ * free) to all ones (held by the host). A frame with a page in use (or a
+ * word lost to a racing claim) stops the walk; its words already taken are
+ * given back. One thread: this runs at sync points, over few words. */
+__global__ void offline_tail_kernel(const gh_dheap_t* __restrict__ h, uint32_t from_word, uint32_t to_word,
+                                    uint32_t words_per_frame, uint32_t* out_to_word) {
+  uint32_t end = to_word;
+  while (end >= from_word + words_per_frame) {
+    const uint32_t first = end - words_per_frame;
+    uint32_t w = first;
+    for (; w < end; w++) {
+      uint32_t expected = 0u;
+      if (!gh_atomic_cas_acq_rel(&h->xpages[w], &expected, ~0u)) break;
+    }
+    if (w < end) {
+      for (uint32_t u = first; u < w; u++) gh_atomic_store_release(&h->xpages[u], 0u);
+      break;
+    }
+    end = first;
+  }
+  *out_to_word = end;
+}
+
+}  // namespace
+
+extern "C" int _gh_device_offline_tail(const gh_dheap_t* d_heap, uint32_t from_word, uint32_t to_word,
+                                       uint32_t words_per_frame, uint32_t* new_to_word) {
+  /* A stream of its own that does not wait for the legacy stream: kernels
+   * that allocate may be running. */
+  cudaStream_t s = nullptr;
+  GH_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  uint32_t* d_out = nullptr;
+  cudaError_t e = cudaMallocAsync((void**)&d_out, sizeof *d_out, s);
+  if (e == cudaSuccess) {
+    offline_tail_kernel<<<1, 1, 0, s>>>(d_heap, from_word, to_word, words_per_frame, d_out);
+    e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaMemcpyAsync(new_to_word, d_out, sizeof *d_out, cudaMemcpyDeviceToHost, s);
+    const cudaError_t f = cudaFreeAsync(d_out, s);
+    if (e == cudaSuccess) e = f;
+  }
+  const cudaError_t g = cudaStreamSynchronize(s);
+  if (e == cudaSuccess) e = g;
+  const cudaError_t d = cudaStreamDestroy(s);
+  if (e == cudaSuccess) e = d;
+  if (e != cudaSuccess) return _gh_cuda_error((int)e, "offline_tail_kernel", __FILE__, __LINE__);
+  return GH_OK;
+}

@@ -1,0 +1,93 @@
+/* gpuheap: the process-wide tensor manager and the framework entry points
+ * (PyTorch's CUDAPluggableAllocator, CuPy's CFunctionAllocator).
+ *
+ * The global manager is either set once by gh_tmgr_set_global (the caller
+ * keeps owning it and may replace it by NULL, then set another) or made on
+ * first use with the defaults; a manager made by the library lives as long
+ * as the process and then cannot be replaced (GH_ERR_INVAL).
+ *
+ * The entry points cannot return an error code: they return NULL or ignore
+ * the failure, and leave the code's detail in gh_last_error_detail() of the
+ * calling thread.
+ *
+ * Size 0 (an empty tensor or array): NULL with no error, and freeing NULL
+ * does nothing. Both frameworks accept a null data pointer for zero bytes
+ * (PyTorch's DataPtr of nullptr for an empty storage), and a unique
+ * non-NULL pointer would cost a tensor slot for nothing.
+ *
+ * Streams: PyTorch passes the stream of the allocation and of the free (the
+ * caching allocator's contract applies: a tensor used on other streams must
+ * be record_stream'ed by the framework -- with this allocator, ordered
+ * before the free). CuPy passes none: its tensors are allocated and freed on
+ * the legacy default stream (NULL), which orders them against every
+ * blocking stream.
+ */
+#include <pthread.h>
+
+#include "internal.h"
+
+static pthread_mutex_t gh_global_mu = PTHREAD_MUTEX_INITIALIZER;
+static gh_tmgr_t* gh_global = NULL;  /* guarded by gh_global_mu; read with acquire */
+static int gh_global_owned = 0;      /* made by the library */
+
+int gh_tmgr_set_global(gh_tmgr_t* tm) {
+  pthread_mutex_lock(&gh_global_mu);
+  int rc = GH_OK;
+  if (gh_global_owned)
+    rc = _gh_error(GH_ERR_INVAL, "gh_tmgr_set_global: a default manager was made already");
+  else if (tm && gh_global && gh_global != tm)
+    rc = _gh_error(GH_ERR_INVAL, "gh_tmgr_set_global: another manager is set; set NULL first");
+  else
+    __atomic_store_n(&gh_global, tm, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&gh_global_mu);
+  return rc;
+}
+
+gh_tmgr_t* gh_tmgr_global(void) {
+  gh_tmgr_t* tm = __atomic_load_n(&gh_global, __ATOMIC_ACQUIRE);
+  if (tm) return tm;
+  pthread_mutex_lock(&gh_global_mu);
+  tm = gh_global;
+  if (!tm && gh_tmgr_create(&tm, NULL) == GH_OK) {
+    gh_global_owned = 1;
+    __atomic_store_n(&gh_global, tm, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&gh_global_mu);
+  return tm;  /* NULL: creation failed, its detail recorded */
+}
+
+void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
+  (void)device;  /* the global manager serves its own device */
+  if (size < 0) {
+    _gh_error(GH_ERR_INVAL, "gh_torch_alloc: size %td", size);
+    return NULL;
+  }
+  if (size == 0) return NULL;
+  gh_tmgr_t* tm = gh_tmgr_global();
+  void* p = NULL;
+  if (tm) gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, &p);
+  return p;
+}
+
+void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream) {
+  (void)size, (void)device;
+  if (!ptr) return;
+  gh_tmgr_t* tm = gh_tmgr_global();
+  if (tm) gh_tensor_free(tm, ptr, stream);
+}
+
+void* gh_cupy_malloc(void* param, size_t size, int device) {
+  (void)param, (void)device;
+  if (size == 0) return NULL;
+  gh_tmgr_t* tm = gh_tmgr_global();
+  void* p = NULL;
+  if (tm) gh_tensor_alloc(tm, size, GH_KIND_ACTIVATIONS, NULL, &p);
+  return p;
+}
+
+void gh_cupy_free(void* param, void* ptr, int device) {
+  (void)param, (void)device;
+  if (!ptr) return;
+  gh_tmgr_t* tm = gh_tmgr_global();
+  if (tm) gh_tensor_free(tm, ptr, NULL);
+}

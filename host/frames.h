@@ -1,0 +1,97 @@
+/* gpuheap: frames, the unit of physical backing (2 MiB on the H200), behind
+ * one small interface. Two providers implement it:
+ *
+ *   "vmm.c"         the CUDA virtual-memory API (cuMemAddressReserve,
+ *                   cuMemCreate at a device or host location, cuMemMap,
+ *                   cuMemSetAccess, cuMemUnmap); the only file of the
+ *                   library that calls cuMem*.
+ *   "frames_sim.c"  host memory standing in for both tiers (a memfd per
+ *                   tier, mapped with mmap(MAP_FIXED) into a reserved range),
+ *                   so that the tensor manager's policy and bookkeeping run
+ *                   on machines without a GPU, with real same-address
+ *                   remapping.
+ *
+ * A provider reserves one virtual range; the caller places frames in it.
+ * Physical frames are created in a tier and mapped at any frame-aligned
+ * address of the range, and the same physical frame may be mapped at two
+ * addresses at once (a staging window and its home), which is how data is
+ * copied from one tier to the other before a remap.
+ *
+ * Every function returns GH_OK or a GH_ERR_* code (having recorded the
+ * detail with _gh_error or _gh_cuda_error) and leaves the state as it was on
+ * failure. None of them is thread-safe: the tensor manager serializes calls.
+ */
+#ifndef GPUHEAP_HOST_FRAMES_H
+#define GPUHEAP_HOST_FRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuheap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gh_frames_s gh_frames_t;  /* one provider instance: a device and a reserved range */
+typedef uint64_t gh_pframe_t;            /* a physical frame (CUmemGenericAllocationHandle, or a slot of the simulation) */
+typedef uintptr_t gh_fevent_t;           /* an event recorded on a stream; 0 = none */
+
+typedef struct gh_frames_ops_s {
+  const char* name;
+  /* Reserve va_bytes (rounded up to frames) on `device` (-1: the calling
+   * thread's current device; the simulation ignores it); *base is the start
+   * of the range and *frame_bytes the granularity (2 MiB on the H200). */
+  int (*open)(gh_frames_t** f, int device, size_t va_bytes, uint8_t** base, size_t* frame_bytes);
+  /* Unmap what is still mapped, release the range and the provider. Physical
+   * frames still held by the caller are released too. */
+  int (*close)(gh_frames_t* f);
+  /* Free bytes of the device (cudaMemGetInfo), for the default budget. */
+  int (*device_free)(gh_frames_t* f, size_t* free_bytes, size_t* total_bytes);
+
+  /* Physical frames: create one frame in `tier` (GH_TIER_DEVICE or
+   * GH_TIER_HOST), release one that is mapped nowhere. */
+  int (*create)(gh_frames_t* f, gh_tier_t tier, gh_pframe_t* out);
+  int (*release)(gh_frames_t* f, gh_pframe_t pf);
+  /* Map n physical frames at va, va + frame, ... (all inside the range, all
+   * unmapped there) and make them readable and writable by the device (and,
+   * in the simulation, by the host): one access call for the whole range. */
+  int (*map)(gh_frames_t* f, uint8_t* va, const gh_pframe_t* pfs, size_t n);
+  /* Unmap n frames from va on; their physical frames stay valid. */
+  int (*unmap)(gh_frames_t* f, uint8_t* va, size_t n);
+
+  /* Streams and events. stream NULL is the legacy default stream. copy is
+   * asynchronous on `stream` (the simulation copies at once). */
+  int (*stream_create)(gh_frames_t* f, gh_stream_t* out);
+  int (*stream_destroy)(gh_frames_t* f, gh_stream_t s);
+  int (*copy)(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream);
+  int (*stream_sync)(gh_frames_t* f, gh_stream_t stream);
+  /* Record an event on stream (the provider allocates it); query returns
+   * GH_OK when the stream has reached it, GH_ERR_BUSY while not; sync waits;
+   * destroy frees it. */
+  int (*event_record)(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* out);
+  int (*event_query)(gh_frames_t* f, gh_fevent_t e);
+  int (*event_sync)(gh_frames_t* f, gh_fevent_t e);
+  int (*event_destroy)(gh_frames_t* f, gh_fevent_t e);
+} gh_frames_ops_t;
+
+/* The providers. _gh_frames_vmm exists only in the CUDA library. */
+extern const gh_frames_ops_t _gh_frames_vmm;
+extern const gh_frames_ops_t _gh_frames_sim;
+
+/* The provider a backend name selects in this library build: NULL (and
+ * GH_ERR_UNSUPPORTED recorded) when the build lacks it. Defined once per
+ * library ("frames_select_cuda.c", "frames_select_cpu.c"). */
+const gh_frames_ops_t* _gh_frames_select(gh_backend_t backend);
+
+/* Simulation knobs for tests (frames_sim.c only): events complete only
+ * after `lag` further queries, so that stream-ordered reuse is exercised;
+ * the device tier holds at most `device_frames` frames (create fails with
+ * GH_ERR_DEVICE_NOMEM beyond), the host tier at most `host_frames`. */
+void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames, size_t host_frames);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUHEAP_HOST_FRAMES_H */

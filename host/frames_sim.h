@@ -1,0 +1,30 @@
+/* gpuheap: test-only helpers of the simulated frame provider
+ * ("frames_sim.c"); the provider itself is declared in frames.h. */
+#ifndef GPUHEAP_HOST_FRAMES_SIM_H
+#define GPUHEAP_HOST_FRAMES_SIM_H
+
+#include <stddef.h>
+
+#include "frames.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Frame size of the simulation: 2 MiB, the VMM granularity on the H200. */
+#define GH_SIM_FRAME_BYTES ((size_t)2 << 20)
+
+/* Physical frames of `tier` (DEVICE or HOST) created and not released, in
+ * one instance. */
+size_t _gh_frames_sim_live(gh_frames_t* f, gh_tier_t tier);
+/* Over all instances of the process: frames created and not yet released,
+ * and frames (or events, streams) that a close had to clean up because the
+ * caller still held them -- a leak of the caller. */
+size_t _gh_frames_sim_live_total(void);
+size_t _gh_frames_sim_leaked_total(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUHEAP_HOST_FRAMES_SIM_H */

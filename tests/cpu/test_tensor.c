@@ -1,0 +1,688 @@
+/* The tensor manager on the simulated frame provider (no GPU): a randomized
+ * sequence of operations checked against a reference model, directed bad
+ * inputs, stream-ordered reuse, exhausted budgets, threads with the host
+ * pool running, the framework entry points, and a clean destroy.
+ *
+ * Budgets are small (device 64 MiB, host 160 MiB, 2 MiB frames) so that
+ * eviction and restore happen all the time; events complete only after a
+ * few queries, so frees stay pending for a while. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "gpuheap.h"
+#include "../../host/frames_sim.h"
+#include "../../host/tensor_internal.h"
+#include "../test_util.h"
+
+#define MiB ((size_t)1 << 20)
+
+/* ------------------------------------------------------------ patterns */
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 33, x *= UINT64_C(0xff51afd7ed558ccd), x ^= x >> 33;
+  return x;
+}
+static uint8_t pat_byte(uint64_t stamp, size_t i) { return (uint8_t)(mix64(stamp + (i >> 3)) >> (8 * (i & 7))); }
+/* Bytes [lo, hi) of a tensor stamped `stamp`: word w holds mix64(stamp + w). */
+static void pat_fill(uint8_t* p, size_t lo, size_t hi, uint64_t stamp) {
+  size_t i = lo;
+  for (; i < hi && (i & 7); i++) p[i] = pat_byte(stamp, i);
+  for (; i + 8 <= hi; i += 8) *(uint64_t*)(void*)(p + i) = mix64(stamp + (i >> 3));  /* tensors are 256-aligned */
+  for (; i < hi; i++) p[i] = pat_byte(stamp, i);
+}
+/* The first wrong byte in [lo, hi), or SIZE_MAX. */
+static size_t pat_check(const uint8_t* p, size_t lo, size_t hi, uint64_t stamp) {
+  size_t i = lo;
+  for (; i < hi && (i & 7); i++)
+    if (p[i] != pat_byte(stamp, i)) return i;
+  for (; i + 8 <= hi; i += 8)
+    if (*(const uint64_t*)(const void*)(p + i) != mix64(stamp + (i >> 3))) break;
+  for (; i < hi; i++)
+    if (p[i] != pat_byte(stamp, i)) return i;
+  return SIZE_MAX;
+}
+
+static uint64_t rng_state;
+static uint64_t rnd(void) {
+  rng_state += UINT64_C(0x9E3779B97F4A7C15);
+  return mix64(rng_state ^ (rng_state >> 29));
+}
+static size_t rnd_below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
+
+static int open_fds(void) {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+/* ------------------------------------------------------------ reference model */
+typedef struct ref_s {
+  uint8_t* p;
+  size_t bytes;
+  uint64_t stamp;
+  gh_kind_t kind;
+  uint32_t pins;
+} ref_t;
+
+typedef struct model_s {
+  ref_t* t;
+  size_t n, cap;
+  size_t bytes;  /* live requested bytes */
+} model_t;
+
+static uint64_t oom_calls;
+static size_t gh_sim_leak_base;  /* leaks the provider test made on purpose */
+static void on_oom(void* user, size_t bytes, const gh_tmgr_stats_t* s) {
+  (void)bytes, (void)s;
+  __atomic_fetch_add((uint64_t*)user, 1, __ATOMIC_RELAXED);
+}
+
+static void check_one(const ref_t* r, int full) {
+  size_t bad;
+  if (full || r->bytes <= 8192) {
+    bad = pat_check(r->p, 0, r->bytes, r->stamp);
+  } else {
+    const size_t at = (size_t)(rnd() % (r->bytes - 4096));
+    bad = pat_check(r->p, 0, 256, r->stamp);
+    if (bad == SIZE_MAX) bad = pat_check(r->p, r->bytes - 256, r->bytes, r->stamp);
+    if (bad == SIZE_MAX) bad = pat_check(r->p, at, at + 4096, r->stamp);
+  }
+  CHECK_MSG(bad == SIZE_MAX, "tensor %p (%zu bytes, kind %d) damaged at byte %zu", (void*)r->p, r->bytes, (int)r->kind,
+            bad);
+}
+
+static void check_stats(gh_tmgr_t* tm, const model_t* m) {
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  size_t cnt[GH_KIND_COUNT] = {0}, bytes[GH_KIND_COUNT] = {0}, pinned = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    cnt[m->t[i].kind]++, bytes[m->t[i].kind] += m->t[i].bytes;
+    pinned += m->t[i].pins > 0;
+  }
+  for (int k = 0; k < GH_KIND_COUNT; k++) {
+    CHECK_EQ_U64(s.tensors[k], cnt[k]);
+    CHECK_EQ_U64(s.tensor_bytes[k], bytes[k]);
+    CHECK_EQ_U64(s.tensor_bytes_tier[k][GH_TIER_DEVICE] + s.tensor_bytes_tier[k][GH_TIER_HOST], bytes[k]);
+    CHECK_EQ_U64(s.tensor_bytes_tier[k][GH_TIER_NONE], 0);
+  }
+  CHECK_EQ_U64(s.pinned_tensors, pinned);
+  const size_t fb = s.frame_bytes;
+  CHECK((s.frames[GH_TIER_DEVICE] + s.heap_frames[GH_TIER_DEVICE]) * fb <= s.device_budget);
+  CHECK((s.frames[GH_TIER_HOST] + s.heap_frames[GH_TIER_HOST] + s.host_pool_frames) * fb <= s.host_budget);
+  CHECK_EQ_U64(s.oom_events, __atomic_load_n(&oom_calls, __ATOMIC_RELAXED));
+  const int rc = _gh_tmgr_check(tm);
+  CHECK_MSG(rc == GH_OK, "%s", gh_last_error_detail());
+}
+
+static gh_tmgr_t* make_tm(size_t dev_mib, size_t host_mib, uint32_t pool, uint32_t lag) {
+  gh_tmgr_options_t o;
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_SIM;
+  o.device_budget = dev_mib * MiB;
+  o.host_budget = host_mib * MiB;
+  o.host_pool_frames = pool;
+  gh_tmgr_t* tm = NULL;
+  oom_calls = 0;  /* one manager at a time checks it */
+  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  if (tm) {
+    /* The simulated tiers are a little larger than the budgets: the
+     * manager's own accounting must keep it inside. */
+    CHECK(_gh_tmgr_sim_configure(tm, lag, dev_mib * MiB / GH_SIM_FRAME_BYTES + 4,
+                                 host_mib * MiB / GH_SIM_FRAME_BYTES + 4) == GH_OK);
+    CHECK(gh_tmgr_set_oom_observer(tm, on_oom, &oom_calls) == GH_OK);
+  }
+  return tm;
+}
+
+/* Free everything, drain pending frees, check nothing is left, destroy. */
+static void drain_and_destroy(gh_tmgr_t* tm, model_t* m) {
+  for (size_t i = 0; i < m->n; i++) {
+    check_one(&m->t[i], 1);
+    CHECK(gh_tensor_free(tm, m->t[i].p, NULL) == GH_OK);
+  }
+  m->n = 0, m->bytes = 0;
+  gh_tmgr_stats_t s;
+  for (int i = 0; i < 10000; i++) {
+    CHECK(gh_tmgr_maintain(tm) == GH_OK);
+    CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+    if (s.pending_frees == 0) break;
+  }
+  CHECK_EQ_U64(s.pending_frees, 0);
+  CHECK_EQ_U64(s.frames[GH_TIER_DEVICE], 0);
+  CHECK_EQ_U64(s.frames[GH_TIER_HOST], 0);
+  size_t dev = 99, host = 99;
+  CHECK(_gh_tmgr_sim_live(tm, GH_TIER_DEVICE, &dev) == GH_OK);
+  CHECK(_gh_tmgr_sim_live(tm, GH_TIER_HOST, &host) == GH_OK);
+  CHECK_EQ_U64(dev, 0);
+  /* Host frames left are the pool's (or one the pool thread is creating). */
+  CHECK(host <= s.host_pool_frames + 1);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  CHECK_EQ_U64(_gh_frames_sim_leaked_total(), gh_sim_leak_base);
+}
+
+/* ------------------------------------------------------------ randomized */
+static const gh_stream_t streams[3] = {NULL, (gh_stream_t)(uintptr_t)0x1000, (gh_stream_t)(uintptr_t)0x2000};
+
+static size_t rand_size(void) {
+  const unsigned r = (unsigned)rnd_below(100);
+  if (r < 55) return 1 + rnd_below(64 * 1024);                 /* small: shared frames */
+  if (r < 70) return 64 * 1024 + rnd_below(GH_TM_SMALL_MAX);   /* up to about a frame */
+  return MiB + rnd_below(5 * MiB);                              /* frame runs */
+}
+
+static void random_run(uint64_t seed, size_t ops) {
+  rng_state = seed;
+  gh_tmgr_t* tm = make_tm(64, 160, 4, 1 + (uint32_t)(seed % 4));
+  if (!tm) return;
+  model_t m = {0};
+  m.cap = 4096;
+  m.t = calloc(m.cap, sizeof *m.t);
+  size_t max_pending = 0, budget_fails = 0, pin_fails = 0, allocs = 0;
+  size_t pinned_bytes = 0;
+  for (size_t op = 0; op < ops; op++) {
+    unsigned r = (unsigned)rnd_below(100);
+    if (m.bytes > 180 * MiB && r < 40) r = 40;  /* keep both budgets nearly spent */
+    if (m.n == 0) r = 0;
+    ref_t* x = m.n ? &m.t[rnd_below(m.n)] : NULL;
+    if (r < 40) {  /* alloc */
+      const size_t bytes = rand_size();
+      const gh_kind_t kind = (gh_kind_t)rnd_below(GH_KIND_COUNT);
+      void* p = (void*)1;
+      const uint64_t before = oom_calls;
+      const int rc = gh_tensor_alloc(tm, bytes, kind, streams[rnd_below(3)], &p);
+      if (rc == GH_OK) {
+        CHECK(p != NULL && ((uintptr_t)p % GH_TM_ALIGN) == 0);
+        for (size_t i = 0; i < m.n; i++)  /* no overlap with a live tensor */
+          CHECK(!((uint8_t*)p < m.t[i].p + m.t[i].bytes && m.t[i].p < (uint8_t*)p + bytes));
+        if (m.n == m.cap) m.t = realloc(m.t, (m.cap *= 2) * sizeof *m.t);
+        ref_t* n = &m.t[m.n++];
+        *n = (ref_t){.p = p, .bytes = bytes, .stamp = rnd(), .kind = kind};
+        pat_fill(n->p, 0, bytes, n->stamp);
+        m.bytes += bytes;
+        allocs++;
+      } else {
+        CHECK_MSG(rc == GH_ERR_BUDGET, "alloc: %s (%s)", gh_err_name(rc), gh_last_error_detail());
+        CHECK(p == NULL);
+        CHECK_EQ_U64(oom_calls, before + 1);
+        /* Refused only when the budgets are really spent (half of the
+         * 224 MiB in requested bytes: frame runs round up, slabs fragment). */
+        CHECK_MSG(m.bytes + bytes > 112 * MiB, "refused %zu bytes with only %zu live", bytes, m.bytes);
+        budget_fails++;
+      }
+    } else if (r < 62) {  /* free (its pins go with it) */
+      check_one(x, 0);
+      CHECK(gh_tensor_free(tm, x->p, streams[rnd_below(3)]) == GH_OK);
+      if (x->pins) pinned_bytes -= x->bytes;
+      m.bytes -= x->bytes;
+      *x = m.t[--m.n];
+    } else if (r < 70) {  /* evict hint */
+      gh_tmgr_stats_t s0;
+      gh_tmgr_stats(tm, &s0);
+      const size_t need = (x->bytes + s0.frame_bytes - 1) / s0.frame_bytes;
+      const int room = (s0.frames[GH_TIER_HOST] + need + 5) * s0.frame_bytes <= s0.host_budget;
+      const int rc = gh_tensor_evict(tm, x->p);
+      CHECK(rc == (x->pins ? GH_ERR_PINNED : GH_OK));
+      if (rc == GH_OK && x->bytes >= GH_TM_SMALL_MAX && room) {
+        /* A frame-run tensor that is cold goes to the host at once when
+         * the host tier has room (the pool may hold one frame in flight). */
+        gh_tier_t tier = GH_TIER_NONE;
+        CHECK(gh_tensor_tier(tm, x->p, &tier) == GH_OK);
+        CHECK_MSG(tier == GH_TIER_HOST, "evicted tensor of %zu bytes in tier %d", x->bytes, (int)tier);
+      }
+    } else if (r < 78) {  /* prefetch */
+      const int rc = gh_tensor_prefetch(tm, x->p, streams[rnd_below(3)]);
+      CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "prefetch: %s", gh_err_name(rc));
+      if (rc == GH_OK) {
+        gh_tier_t tier = GH_TIER_NONE;
+        CHECK(gh_tensor_tier(tm, x->p, &tier) == GH_OK && tier == GH_TIER_DEVICE);
+      }
+    } else if (r < 84) {  /* pin: keep pinned bytes well below the device budget */
+      if (x->pins || pinned_bytes + x->bytes < 24 * MiB) {
+        const int rc = gh_tensor_pin(tm, x->p);
+        CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "pin: %s", gh_err_name(rc));
+        if (rc == GH_OK) {
+          if (x->pins++ == 0) pinned_bytes += x->bytes;
+        } else {
+          pin_fails++;
+        }
+      }
+    } else if (r < 90) {  /* unpin */
+      const int rc = gh_tensor_unpin(tm, x->p);
+      CHECK(rc == (x->pins ? GH_OK : GH_ERR_INVAL));
+      if (x->pins && --x->pins == 0) pinned_bytes -= x->bytes;
+    } else if (r < 93) {  /* set kind */
+      const gh_kind_t k = (gh_kind_t)rnd_below(GH_KIND_COUNT);
+      CHECK(gh_tensor_set_kind(tm, x->p, k) == GH_OK);
+      x->kind = k;
+    } else if (r < 97) {  /* rewrite: writes to evicted frames land too */
+      x->stamp = rnd();
+      pat_fill(x->p, 0, x->bytes, x->stamp);
+    } else {
+      CHECK(gh_tmgr_maintain(tm) == GH_OK);
+    }
+    /* After each op: a sample of tensors, every pinned one on the device,
+     * the statistics against the model. */
+    for (int k = 0; k < 2 && m.n; k++) check_one(&m.t[rnd_below(m.n)], 0);
+    for (size_t i = 0; i < m.n; i++)
+      if (m.t[i].pins) {
+        gh_tier_t tier = GH_TIER_NONE;
+        CHECK(gh_tensor_tier(tm, m.t[i].p, &tier) == GH_OK && tier == GH_TIER_DEVICE);
+      }
+    check_stats(tm, &m);
+    gh_tmgr_stats_t s;
+    gh_tmgr_stats(tm, &s);
+    if (s.pending_frees > max_pending) max_pending = s.pending_frees;
+    if (gh_test_failures > 20) break;
+  }
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  printf("seed %llu: %zu ops, %zu allocs, %zu refused, %zu pins refused, %llu evictions, %llu restores, "
+         "max pending %zu\n",
+         (unsigned long long)seed, ops, allocs, budget_fails, pin_fails, (unsigned long long)s.evictions,
+         (unsigned long long)s.restores, max_pending);
+  CHECK(s.evictions > 0 && s.restores > 0);
+  CHECK(s.bytes_evicted == s.evictions * s.frame_bytes && s.bytes_restored == s.restores * s.frame_bytes);
+  CHECK(max_pending > 0);
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
+/* ------------------------------------------------------------ directed */
+static void bad_inputs(void) {
+  gh_tmgr_options_t o;
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_SIM;
+  gh_tmgr_t* bad = (gh_tmgr_t*)1;
+  o.low_watermark = 0;
+  CHECK(gh_tmgr_create(&bad, &o) == GH_ERR_INVAL && bad == NULL);
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_CUDA_VMM;  /* not in the CPU library */
+  CHECK(gh_tmgr_create(&bad, &o) == GH_ERR_UNSUPPORTED && bad == NULL);
+  o.backend = GH_BACKEND_SIM;
+  o.device_budget = 64 * MiB, o.host_budget = 64 * MiB;
+  o.heap_bytes = 8 * MiB;  /* the CPU library has no device heap */
+  CHECK(gh_tmgr_create(&bad, &o) == GH_ERR_UNSUPPORTED && bad == NULL);
+  CHECK(gh_tmgr_create(NULL, &o) == GH_ERR_INVAL);
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+
+  gh_tmgr_t* tm = make_tm(16, 32, 2, 2);
+  if (!tm) return;
+  void* p = NULL;
+  CHECK(gh_tensor_alloc(NULL, 100, GH_KIND_WEIGHTS, NULL, &p) == GH_ERR_INVAL);
+  CHECK(gh_tensor_alloc(tm, 100, GH_KIND_WEIGHTS, NULL, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tensor_alloc(tm, 0, GH_KIND_WEIGHTS, NULL, &p) == GH_ERR_INVAL && p == NULL);
+  CHECK(gh_tensor_alloc(tm, 100, (gh_kind_t)9, NULL, &p) == GH_ERR_INVAL && p == NULL);
+  CHECK(gh_tensor_alloc(tm, SIZE_MAX, GH_KIND_WEIGHTS, NULL, &p) == GH_ERR_INVAL && p == NULL);
+  uint64_t before = oom_calls;
+  CHECK(gh_tensor_alloc(tm, (size_t)1 << 40, GH_KIND_WEIGHTS, NULL, &p) == GH_ERR_BUDGET && p == NULL);
+  CHECK_EQ_U64(oom_calls, before + 1);
+
+  model_t m = {0};
+  m.cap = 1024;
+  m.t = calloc(m.cap, sizeof *m.t);
+  /* Fill both tiers (16 + 32 MiB, the pool's 2 frames included) until
+   * refused: 3 MiB tensors take 2 frames, small ones a slab per kind. */
+  int rc = GH_OK;
+  for (int i = 0; i < 1000 && rc == GH_OK; i++) {
+    const size_t bytes = i % 3 ? 3 * MiB : 100000;
+    rc = gh_tensor_alloc(tm, bytes, (gh_kind_t)(i % GH_KIND_COUNT), NULL, &p);
+    if (rc == GH_OK) {
+      ref_t* n = &m.t[m.n++];
+      *n = (ref_t){.p = p, .bytes = bytes, .stamp = rnd(), .kind = (gh_kind_t)(i % GH_KIND_COUNT)};
+      pat_fill(n->p, 0, bytes, n->stamp);
+      m.bytes += bytes;
+    }
+  }
+  CHECK(rc == GH_ERR_BUDGET);
+  CHECK(strlen(gh_last_error_detail()) > 0);
+  CHECK_MSG(m.bytes > 24 * MiB, "%zu tensors, %zu bytes: %s", m.n, m.bytes, gh_last_error_detail());
+  before = oom_calls;
+  CHECK(gh_tensor_alloc(tm, 5 * MiB, GH_KIND_WORKSPACE, NULL, &p) == GH_ERR_BUDGET && p == NULL);
+  CHECK_EQ_U64(oom_calls, before + 1);
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+
+  /* Bad pointers. */
+  ref_t* a = &m.t[0];
+  int local = 0;
+  CHECK(gh_tensor_free(tm, &local, NULL) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_free(tm, a->p + 256, NULL) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_free(tm, NULL, NULL) == GH_OK);
+  CHECK(gh_tensor_free(NULL, a->p, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tensor_evict(tm, &local) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_prefetch(tm, a->p + 1, NULL) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_pin(tm, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tensor_unpin(tm, a->p) == GH_ERR_INVAL);  /* not pinned */
+  gh_tier_t tier;
+  CHECK(gh_tensor_tier(tm, &local, &tier) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_tier(tm, a->p, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tensor_set_kind(tm, a->p, (gh_kind_t)-1) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_stats(tm, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_maintain(NULL) == GH_ERR_INVAL);
+  CHECK(gh_heap_maintain(NULL) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_heap(tm) == NULL);
+  /* Pinned: evict refused, stays on the device. */
+  CHECK(gh_tensor_pin(tm, a->p) == GH_OK);
+  CHECK(gh_tensor_pin(tm, a->p) == GH_OK);  /* pins nest */
+  a->pins = 2;
+  CHECK(gh_tensor_evict(tm, a->p) == GH_ERR_PINNED);
+  CHECK(gh_tensor_tier(tm, a->p, &tier) == GH_OK && tier == GH_TIER_DEVICE);
+  CHECK(gh_tensor_unpin(tm, a->p) == GH_OK);
+  CHECK(gh_tensor_evict(tm, a->p) == GH_ERR_PINNED);
+  CHECK(gh_tensor_unpin(tm, a->p) == GH_OK);
+  a->pins = 0;
+  CHECK(gh_tensor_evict(tm, a->p) == GH_OK);
+  /* Double free, also after the memory was reclaimed. */
+  uint8_t* freed = a->p;
+  CHECK(gh_tensor_free(tm, freed, NULL) == GH_OK);
+  m.bytes -= a->bytes;
+  *a = m.t[--m.n];
+  CHECK(gh_tensor_free(tm, freed, NULL) == GH_ERR_DOUBLE_FREE);
+  for (int i = 0; i < 20; i++) gh_tmgr_maintain(tm);
+  CHECK(gh_tensor_free(tm, freed, NULL) == GH_ERR_DOUBLE_FREE);
+  CHECK(gh_tensor_pin(tm, freed) == GH_ERR_DOUBLE_FREE);
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
+/* Freed memory is not reused before the free's stream reaches the free;
+ * when room runs out the manager waits for it instead of failing. */
+static void stream_order(void) {
+  gh_tmgr_t* tm = make_tm(8, 8, 0, 1000000);  /* events never complete by queries alone */
+  if (!tm) return;
+  const gh_stream_t s = streams[1];
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_ACTIVATIONS, s, &a) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_ACTIVATIONS, s, &b) == GH_OK);
+  CHECK(a != b);  /* a is still pending */
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 1);
+  CHECK(gh_tensor_free(tm, b, s) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 2);
+  /* All 8 frames of both tiers: one is the slab of the pending frees,
+   * which the manager gets back by waiting for their events. */
+  CHECK(gh_tensor_alloc(tm, 16 * MiB - 4096, GH_KIND_WEIGHTS, s, &c) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 0);
+  CHECK(gh_tensor_free(tm, c, s) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+/* Many small tensors share few frames; the pointer map grows; frees in a
+ * random order give every frame back. */
+static void many_small(void) {
+  gh_tmgr_t* tm = make_tm(16, 16, 0, 1);
+  if (!tm) return;
+  enum { N = 5000 };
+  model_t m = {0};
+  m.cap = N;
+  m.t = calloc(m.cap, sizeof *m.t);
+  size_t bytes = 0;
+  for (int i = 0; i < N; i++) {
+    void* p = NULL;
+    const size_t b = 1 + rnd_below(700);
+    const gh_kind_t k = (gh_kind_t)(i % 2);
+    CHECK(gh_tensor_alloc(tm, b, k, streams[i % 3], &p) == GH_OK);
+    if (!p) break;
+    ref_t* n = &m.t[m.n++];
+    *n = (ref_t){.p = p, .bytes = b, .stamp = rnd(), .kind = k};
+    pat_fill(n->p, 0, b, n->stamp);
+    bytes += (b + GH_TM_ALIGN - 1) / GH_TM_ALIGN * GH_TM_ALIGN;
+  }
+  check_stats(tm, &m);
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  /* Packed: per kind, the rounded bytes in whole frames (first fit on an
+   * empty heap leaves no holes). */
+  CHECK_MSG(s.frames[GH_TIER_DEVICE] + s.frames[GH_TIER_HOST] <= bytes / s.frame_bytes + 2, "%zu frames for %zu bytes",
+            s.frames[GH_TIER_DEVICE] + s.frames[GH_TIER_HOST], bytes);
+  for (size_t i = m.n; i > 1; i--) {  /* shuffle */
+    const size_t j = rnd_below(i);
+    const ref_t x = m.t[i - 1];
+    m.t[i - 1] = m.t[j], m.t[j] = x;
+  }
+  for (size_t i = 0; i < m.n; i++) {
+    check_one(&m.t[i], 1);
+    CHECK(gh_tensor_free(tm, m.t[i].p, streams[i % 3]) == GH_OK);
+  }
+  /* The last 4096 freed starts are remembered; older ones read as foreign. */
+  for (size_t i = m.n - 4000; i < m.n; i += 97) CHECK(gh_tensor_free(tm, m.t[i].p, NULL) == GH_ERR_DOUBLE_FREE);
+  CHECK(gh_tensor_free(tm, m.t[0].p, NULL) == GH_ERR_FOREIGN);
+  m.n = 0, m.bytes = 0;
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
+/* ------------------------------------------------------------ threads
+ * The manager may remap a frame only when no "kernel" uses it; here the
+ * kernels are the workers' own reads and writes, which no stream orders. So
+ * they run under a read lock, and the calls that can move other threads'
+ * frames (alloc, evict, prefetch, pin, maintain) under the write lock; free,
+ * unpin, tier and stats run concurrently with everything but those, and the
+ * pool thread with everything. */
+static pthread_rwlock_t mem_lock = PTHREAD_RWLOCK_INITIALIZER;
+#define MOVING(call) (pthread_rwlock_wrlock(&mem_lock), gh__rc = (call), pthread_rwlock_unlock(&mem_lock), gh__rc)
+#define SHARED(call) (pthread_rwlock_rdlock(&mem_lock), gh__rc = (call), pthread_rwlock_unlock(&mem_lock), gh__rc)
+
+typedef struct worker_s {
+  gh_tmgr_t* tm;
+  uint64_t seed;
+  size_t ops;
+  int failures;
+} worker_t;
+
+static size_t pat_check_shared(const ref_t* x) {
+  pthread_rwlock_rdlock(&mem_lock);
+  const size_t bad = pat_check(x->p, 0, x->bytes, x->stamp);
+  pthread_rwlock_unlock(&mem_lock);
+  return bad;
+}
+
+static void* worker_main(void* arg) {
+  worker_t* w = arg;
+  int gh__rc;
+  ref_t t[16] = {{0}};
+  uint64_t st = w->seed;
+  for (size_t op = 0; op < w->ops; op++) {
+    st = mix64(st + op);
+    ref_t* x = &t[st % 16];
+    const gh_stream_t s = streams[(st >> 8) % 3];
+    if (!x->p) {
+      const size_t bytes = (st >> 16) % 4 ? 1 + (st >> 20) % 200000 : MiB + (st >> 20) % (3 * MiB);
+      void* p = NULL;
+      const int rc = MOVING(gh_tensor_alloc(w->tm, bytes, (gh_kind_t)((st >> 12) % GH_KIND_COUNT), s, &p));
+      if (rc == GH_OK) {
+        *x = (ref_t){.p = p, .bytes = bytes, .stamp = st};
+        pthread_rwlock_rdlock(&mem_lock);
+        pat_fill(x->p, 0, bytes, st);
+        pthread_rwlock_unlock(&mem_lock);
+        gh_tier_t tier;
+        if (SHARED(gh_tensor_tier(w->tm, p, &tier)) != GH_OK || tier == GH_TIER_NONE) w->failures++;
+      } else if (rc != GH_ERR_BUDGET) {
+        w->failures++;
+      }
+      continue;
+    }
+    switch ((st >> 40) % 6) {
+      case 0:
+      case 1:
+        if (pat_check_shared(x) != SIZE_MAX) w->failures++;
+        if (SHARED(gh_tensor_free(w->tm, x->p, s)) != GH_OK) w->failures++;
+        x->p = NULL;
+        break;
+      case 2:
+        if (MOVING(gh_tensor_evict(w->tm, x->p)) != GH_OK) w->failures++;
+        break;
+      case 3: {
+        const int rc = MOVING(gh_tensor_prefetch(w->tm, x->p, s));
+        if (rc != GH_OK && rc != GH_ERR_BUDGET) w->failures++;
+        break;
+      }
+      case 4:
+        if (MOVING(gh_tmgr_maintain(w->tm)) != GH_OK) w->failures++;
+        break;
+      default: {
+        if (pat_check_shared(x) != SIZE_MAX) w->failures++;
+        gh_tmgr_stats_t sst;
+        if (SHARED(gh_tmgr_stats(w->tm, &sst)) != GH_OK) w->failures++;
+      }
+    }
+  }
+  for (int i = 0; i < 16; i++)
+    if (t[i].p) {
+      if (pat_check_shared(&t[i]) != SIZE_MAX) w->failures++;
+      if (SHARED(gh_tensor_free(w->tm, t[i].p, NULL)) != GH_OK) w->failures++;
+    }
+  return NULL;
+}
+
+static void threads(size_t ops) {
+  gh_tmgr_t* tm = make_tm(32, 128, 8, 2);
+  if (!tm) return;
+  enum { N = 4 };
+  worker_t w[N];
+  pthread_t th[N];
+  for (int i = 0; i < N; i++) {
+    w[i] = (worker_t){.tm = tm, .seed = 1000 + (uint64_t)i, .ops = ops};
+    CHECK(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
+  }
+  for (int i = 0; i < N; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_MSG(w[i].failures == 0, "worker %d: %d failures", i, w[i].failures);
+  }
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  printf("threads: %llu evictions, %llu restores, pool %zu\n", (unsigned long long)s.evictions,
+         (unsigned long long)s.restores, s.host_pool_frames);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+/* ------------------------------------------------------------ the provider */
+static void sim_provider(void) {
+  const gh_frames_ops_t* ops = &_gh_frames_sim;
+  gh_frames_t* f = NULL;
+  uint8_t* base = NULL;
+  size_t fb = 0;
+  CHECK(ops->open(&f, 0, 8 * GH_SIM_FRAME_BYTES, &base, &fb) == GH_OK);
+  if (!f) return;
+  CHECK(fb == GH_SIM_FRAME_BYTES && ((uintptr_t)base % fb) == 0);
+  _gh_frames_sim_configure(f, 2, 2, 1);
+  gh_pframe_t d0, d1, d2, h0, h1;
+  CHECK(ops->create(f, GH_TIER_DEVICE, &d0) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_DEVICE, &d1) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_DEVICE, &d2) == GH_ERR_DEVICE_NOMEM);
+  CHECK(ops->create(f, GH_TIER_HOST, &h0) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_HOST, &h1) == GH_ERR_NOMEM);
+  CHECK(ops->create(f, GH_TIER_NONE, &h1) == GH_ERR_INVAL);
+  CHECK(_gh_frames_sim_live(f, GH_TIER_DEVICE) == 2 && _gh_frames_sim_live(f, GH_TIER_HOST) == 1);
+  CHECK(ops->map(f, base - fb, &d0, 1) == GH_ERR_INVAL);        /* outside */
+  CHECK(ops->map(f, base + 8 * fb, &d0, 1) == GH_ERR_INVAL);    /* outside */
+  CHECK(ops->map(f, base + 7 * fb, (gh_pframe_t[]){d0, d1}, 2) == GH_ERR_INVAL);  /* runs past the end */
+  CHECK(ops->map(f, base + 4096, &d0, 1) == GH_ERR_INVAL);      /* unaligned */
+  CHECK(ops->map(f, base, (gh_pframe_t[]){12345}, 1) == GH_ERR_INVAL);  /* unknown handle */
+  CHECK(ops->map(f, base, &d0, 1) == GH_OK);
+  CHECK(ops->map(f, base, &d1, 1) == GH_ERR_INVAL);             /* over a mapped frame */
+  CHECK(ops->map(f, base + 3 * fb, &d0, 1) == GH_OK);           /* the same frame twice */
+  memset(base, 0x5a, fb);
+  CHECK(base[3 * fb] == 0x5a && base[4 * fb - 1] == 0x5a);      /* really the same memory */
+  CHECK(ops->release(f, d0) == GH_ERR_INVAL);                   /* still mapped */
+  CHECK(ops->unmap(f, base + fb, 1) == GH_ERR_INVAL);           /* not mapped */
+  CHECK(ops->unmap(f, base + 3 * fb, 1) == GH_OK);
+  CHECK(ops->release(f, d0) == GH_ERR_INVAL);                   /* still mapped at base */
+  /* Copy to a host frame, remap at the same address. */
+  CHECK(ops->map(f, base + 5 * fb, &h0, 1) == GH_OK);
+  CHECK(ops->copy(f, base + 5 * fb, base, fb, NULL) == GH_OK);
+  CHECK(ops->unmap(f, base + 5 * fb, 1) == GH_OK);
+  CHECK(ops->unmap(f, base, 1) == GH_OK);
+  CHECK(ops->map(f, base, &h0, 1) == GH_OK);
+  CHECK(base[0] == 0x5a && base[fb - 1] == 0x5a);
+  CHECK(ops->release(f, d0) == GH_OK);
+  CHECK(ops->release(f, d0) == GH_ERR_INVAL);                   /* unknown now */
+  CHECK(ops->create(f, GH_TIER_DEVICE, &d2) == GH_OK);           /* room again */
+  /* Events complete after `lag` queries. */
+  gh_fevent_t e = 0;
+  gh_stream_t st = NULL;
+  CHECK(ops->stream_create(f, &st) == GH_OK && st != NULL);
+  CHECK(ops->event_record(f, st, &e) == GH_OK);
+  CHECK(ops->event_query(f, e) == GH_ERR_BUSY);
+  CHECK(ops->event_query(f, e) == GH_ERR_BUSY);
+  CHECK(ops->event_query(f, e) == GH_OK);
+  CHECK(ops->event_destroy(f, e) == GH_OK);
+  CHECK(ops->stream_destroy(f, st) == GH_OK);
+  size_t fr = 0, tot = 0;
+  CHECK(ops->device_free(f, &fr, &tot) == GH_OK && tot == 2 * fb && fr == 0);
+  /* Close cleans up what is left, and counts it as the caller's leak. */
+  const size_t leaked = _gh_frames_sim_leaked_total();
+  CHECK(ops->close(f) == GH_OK);
+  CHECK_EQ_U64(_gh_frames_sim_leaked_total() - leaked, 3);  /* d1, d2, h0 */
+  __atomic_store_n(&gh_sim_leak_base, _gh_frames_sim_leaked_total(), __ATOMIC_RELAXED);
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+}
+
+/* ------------------------------------------------------------ adapters */
+static void adapters(void) {
+  gh_tmgr_t* tm = make_tm(16, 32, 0, 0);
+  if (!tm) return;
+  CHECK(gh_tmgr_set_global(tm) == GH_OK);
+  CHECK(gh_tmgr_global() == tm);
+  gh_tmgr_t* other = make_tm(8, 8, 0, 0);
+  CHECK(gh_tmgr_set_global(other) == GH_ERR_INVAL);
+  void* p = gh_torch_alloc(1000, 0, streams[1]);
+  CHECK(p != NULL);
+  CHECK(gh_torch_alloc(0, 0, NULL) == NULL);
+  CHECK(gh_torch_alloc(-5, 0, NULL) == NULL);
+  void* q = gh_cupy_malloc(NULL, 3 * MiB, 0);
+  CHECK(q != NULL);
+  CHECK(gh_cupy_malloc(NULL, 0, 0) == NULL);
+  CHECK(gh_cupy_malloc(NULL, (size_t)1 << 45, 0) == NULL);
+  CHECK(strstr(gh_last_error_detail(), "budget") != NULL || strlen(gh_last_error_detail()) > 0);
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  CHECK_EQ_U64(s.tensors[GH_KIND_ACTIVATIONS], 2);
+  gh_torch_free(p, 1000, 0, streams[1]);
+  gh_torch_free(p, 1000, 0, streams[1]);  /* double: ignored, recorded */
+  CHECK(strstr(gh_last_error_detail(), "freed already") != NULL);
+  gh_cupy_free(NULL, q, 0);
+  gh_cupy_free(NULL, NULL, 0);
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  CHECK_EQ_U64(s.tensors[GH_KIND_ACTIVATIONS], 0);
+  CHECK(gh_tmgr_set_global(NULL) == GH_OK);
+  CHECK(gh_tmgr_set_global(other) == GH_OK);
+  CHECK(gh_tmgr_global() == other);
+  CHECK(gh_tmgr_set_global(NULL) == GH_OK);
+  CHECK(gh_tmgr_destroy(other) == GH_OK);  /* no tensors, no pool */
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+int main(int argc, char** argv) {
+  const double scale = gh_test_scale();
+  size_t ops = (size_t)(1500 * scale);
+  if (argc > 1) ops = (size_t)atol(argv[1]);
+  if (ops < 200) ops = 200;
+  const int fds = open_fds();
+  sim_provider();
+  bad_inputs();
+  stream_order();
+  many_small();
+  adapters();
+  static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
+  for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) random_run(seeds[i], ops);
+  threads(ops);
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  CHECK_EQ_U64(_gh_frames_sim_leaked_total(), gh_sim_leak_base);
+  CHECK_EQ_U64(open_fds(), fds);  /* every memfd closed */
+  return gh_test_done("test_tensor");
+}
