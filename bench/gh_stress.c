@@ -379,10 +379,62 @@ static int run_gpu(int reps, int quick, FILE* csv) {
   }
   return failed;
 }
+/* --efficiency: only the memory efficiency, and where the heap's bytes are
+ * at the first NULL: free pages, and the free chunks of formatted pages per
+ * class (bench/NOTES.md, "Efficiency"). The heap's options come from the
+ * GPUHEAP_* environment, so variants are compared without rebuilding. */
+static int run_efficiency(int reps) {
+  gh_heap_options_t o;
+  gh_heap_options_init(&o);
+  gh_heap_t* eh = NULL;
+  int err = gh_heap_create(&eh, (size_t)2 << 30, &o);
+  if (err) {
+    fprintf(stderr, "gh_heap_create: %s\n", gh_strerror(err));
+    return 1;
+  }
+  printf("memory efficiency at the first NULL: mixed 16-4096, 2 GiB heap, rounds of 2^16; page %u B, slots %u, "
+         "probe_limit %u, refill_min %u (0: defaults)\n",
+         (unsigned)o.page_bytes, o.slots, o.probe_limit, o.refill_min);
+  printf("%4s %10s %7s %6s %11s %11s %11s %11s %11s\n", "run", "efficiency", "rounds", "nulls", "free MiB",
+         "in use MiB", "slack MiB", "pinned pg", "worst class");
+  double eff[64];
+  int nr = 0;
+  for (; nr < reps && nr < 64; nr++) {
+    uint64_t rounds = 0, nulls = 0;
+    gh_heap_stats_t st;
+    if ((err = gh_wl_efficiency_detail(eh, 1u << 16, 1u + (unsigned)nr, &eff[nr], &rounds, &st, &nulls)) != GH_OK)
+      break;
+    /* slack: free chunks in formatted pages; the class holding most of it */
+    double slack = 0, worst = 0;
+    uint32_t worst_cls = 0;
+    for (uint32_t c = 0; c < st.n_classes; c++) {
+      const double b = (double)(st.classes[c].chunks_capacity - st.classes[c].chunks_used) * st.classes[c].size;
+      slack += b;
+      if (b > worst) worst = b, worst_cls = c;
+    }
+    printf("%4d %10.4f %7llu %6llu %11.1f %11.1f %11.1f %11u %5u:%4.1f\n", nr, eff[nr], (unsigned long long)rounds,
+           (unsigned long long)nulls, (double)st.pages_free * st.page_bytes / 1048576.0,
+           (double)st.bytes_in_use / 1048576.0, slack / 1048576.0, st.pages_pinned, st.classes[worst_cls].size,
+           worst / 1048576.0);
+    if (nr == 0) { /* the first run's classes in full */
+      printf("     class   pages  used/capacity  slack MiB\n");
+      for (uint32_t c = 0; c < st.n_classes; c++)
+        if (st.classes[c].pages)
+          printf("     %5u %7u %6.3f %14.2f\n", st.classes[c].size, st.classes[c].pages,
+                 (double)st.classes[c].chunks_used / (double)st.classes[c].chunks_capacity,
+                 (double)(st.classes[c].chunks_capacity - st.classes[c].chunks_used) * st.classes[c].size / 1048576.0);
+    }
+    fflush(stdout);
+  }
+  gh_heap_destroy(eh);
+  if (err) fprintf(stderr, "efficiency: %s\n", gh_strerror(err));
+  if (nr) printf("efficiency: median %.4f of %d runs\n", median(eff, nr), nr);
+  return err != GH_OK;
+}
 #endif
 
 int main(int argc, char** argv) {
-  int reps = 9, quick = 0, cpu = 0;
+  int reps = 9, quick = 0, cpu = 0, efficiency = 0;
   const char* csv_path = NULL;
   const char* grid_path = NULL;
   for (int i = 1; i < argc; i++) {
@@ -396,8 +448,11 @@ int main(int argc, char** argv) {
       csv_path = argv[++i];
     else if (!strcmp(argv[i], "--fill-grid") && i + 1 < argc)
       grid_path = argv[++i];
+    else if (!strcmp(argv[i], "--efficiency"))
+      efficiency = 1;
     else {
-      fprintf(stderr, "usage: %s [--reps N] [--quick] [--cpu] [--csv FILE] [--fill-grid FILE]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--reps N] [--quick] [--cpu] [--csv FILE] [--fill-grid FILE] [--efficiency]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -420,6 +475,13 @@ int main(int argc, char** argv) {
       return 2;
     }
     return run_fill_grid(reps, grid_path);
+  }
+  if (efficiency) {
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+      fprintf(stderr, "gh_stress --efficiency needs a CUDA device\n");
+      return 2;
+    }
+    return run_efficiency(reps);
   }
   if (!cpu && cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
     rc = run_gpu(reps, quick, csv);

@@ -204,6 +204,11 @@ extern "C" int gh_wl_run(gh_heap_t* heap, const gh_wl_t* w, gh_wl_result_t* r) {
 
 extern "C" int gh_wl_efficiency(gh_heap_t* heap, uint32_t per_round, uint32_t seed, double* efficiency,
                                 uint64_t* rounds) {
+  return gh_wl_efficiency_detail(heap, per_round, seed, efficiency, rounds, NULL, NULL);
+}
+
+extern "C" int gh_wl_efficiency_detail(gh_heap_t* heap, uint32_t per_round, uint32_t seed, double* efficiency,
+                                       uint64_t* rounds, gh_heap_stats_t* at_null, uint64_t* nulls) {
   const gh_dheap_t* h = gh_heap_device(heap);
   if (!h || !efficiency || per_round == 0) return GH_ERR_INVAL;
   gh_heap_stats_t st;
@@ -225,6 +230,12 @@ extern "C" int gh_wl_efficiency(gh_heap_t* heap, uint32_t per_round, uint32_t se
   } while (c[kNulls] == 0 && c[kBad] == 0 && n < 1000000u);
   *efficiency = (double)c[kBytes] / (double)st.heap_bytes;
   if (rounds) *rounds = n;
+  if (nulls) *nulls = c[kNulls];
+  if (at_null) {
+    WL_TRY(cudaDeviceSynchronize());
+    err = gh_heap_stats(heap, at_null);
+    if (err) return err;
+  }
   if (c[kBad]) fprintf(stderr, "efficiency: %llu bad blocks\n", c[kBad]);
   err = gh_heap_reset(heap);
   return err ? err : (c[kBad] ? GH_ERR_CORRUPT : GH_OK);

@@ -52,6 +52,10 @@ int gh_wl_run(gh_heap_t* heap, const gh_wl_t* w, gh_wl_result_t* r);
  * granted requested bytes over heap bytes in *efficiency; the heap is reset
  * afterwards. */
 int gh_wl_efficiency(gh_heap_t* heap, uint32_t per_round, uint32_t seed, double* efficiency, uint64_t* rounds);
+/* The same; also the heap's statistics at the first NULL (before the reset)
+ * and the NULLs of the last round. at_null and nulls may be NULL. */
+int gh_wl_efficiency_detail(gh_heap_t* heap, uint32_t per_round, uint32_t seed, double* efficiency, uint64_t* rounds,
+                            gh_heap_stats_t* at_null, uint64_t* nulls);
 
 /* Fill-level sweep: pre-fill `fill` of the pages (each independently, at
  * random), then `requests` threads each ask for one page. Reports the mean

@@ -2,7 +2,8 @@
 # One visit to the GPU machine: build, GPU tests, stress, benchmarks, with
 # logs and results under $OUT (or ./gpu-out). GH_REV names the revision
 # where the copy has no git metadata. Stages: build tests sanitizer
-# stress bench (default: all). Each stage is time-limited and logs per line.
+# stress bench (default), and efficiency, evict, tensor. Each stage is
+# time-limited and logs per line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . tools/env.sh
@@ -31,6 +32,21 @@ for stage in $stages; do
       timeout 240 ctest --test-dir build-gpu -L sanitizer --output-on-failure --timeout 220 2>&1 | tee "$out/ctest-sanitizer.log" | tail -15 ;;
     stress)
       timeout 300 stdbuf -oL ./build-gpu/bench/gh_stress --reps 7 --csv "$out/alloc.csv" 2>&1 | tee "$out/stress.log" ;;
+    efficiency)
+      # The efficiency at the first NULL and where the heap's bytes are then,
+      # for the defaults and variants set through the environment.
+      for v in "" GPUHEAP_PROBE_LIMIT=16 GPUHEAP_SLOTS=16 GPUHEAP_PAGE_BYTES=32768; do
+        echo "-- ${v:-defaults}"
+        env $v timeout 120 stdbuf -oL ./build-gpu/bench/gh_stress --efficiency --reps 7
+      done 2>&1 | tee "$out/efficiency.log" | grep -E "^--|median" ;;
+    evict)
+      timeout 240 stdbuf -oL ./build-gpu/bench/bench_evict --csv "$out/evict.csv" --json "$out/evict.json" 2>&1 |
+        tee "$out/evict.log" | tail -20 ;;
+    tensor)
+      timeout 240 stdbuf -oL ./build-gpu/bench/bench_tensor --csv "$out/tensor-latency.csv" \
+        --loop-csv "$out/tensor-loop.csv" 2>&1 | tee "$out/tensor.log" | tail -30
+      timeout 240 python3 bench/torch_alloc.py --lib build-gpu/libgpuheap.so --csv "$out/torch-latency.csv" 2>&1 |
+        tee "$out/torch-latency.log" | tail -20 ;;
     bench)
       timeout 300 ./build-gpu/bench/gh_bench --benchmark_out="$out/bench.json" --benchmark_out_format=json \
         --benchmark_counters_tabular=true 2>&1 | tee "$out/bench.log" | grep -E "median|ERROR" | head -60 ;;

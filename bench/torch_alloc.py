@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Host alloc/free latency of PyTorch's caching allocator against gpuheap's
+tensor manager, both called from Python the same way, on the sizes of
+bench_tensor.cu.
+
+  python3 bench/torch_alloc.py --lib build-gpu/libgpuheap.so --csv out.csv
+
+PyTorch: torch.cuda.caching_allocator_alloc / caching_allocator_delete (the
+allocator itself, no tensor object). gpuheap: gh_torch_alloc / gh_torch_free
+(the CUDAPluggableAllocator entry points) through ctypes, on the process-wide
+manager. Each call is timed with time.perf_counter_ns around it; median and
+p90 in microseconds, after one warm-up pass. The two include Python's call
+overhead (a ctypes call costs about as much as a torch binding call; both
+are measured on an empty function and printed, so the overhead can be
+subtracted)."""
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+
+SIZES = [512, 4096, 65536, 1 << 20, 8 << 20, 64 << 20, 256 << 20]
+
+
+def iters_for(b):
+    return 4000 if b <= 1 << 20 else (400 if b <= 8 << 20 else 60)
+
+
+def live_for(b):
+    return 64 if b <= 1 << 20 else 4
+
+
+def p90(v):
+    v = sorted(v)
+    return v[int(0.9 * (len(v) - 1) + 0.5)]
+
+
+def measure(alloc, free, b):
+    iters, live = iters_for(b), live_for(b)
+    a, f = [], []
+    for _ in range(2):  # warm-up, then the measured pass
+        a, f = [], []
+        i = 0
+        while i < iters:
+            n = min(live, iters - i)
+            ptrs = []
+            for _ in range(n):
+                t0 = time.perf_counter_ns()
+                p = alloc(b)
+                a.append((time.perf_counter_ns() - t0) / 1e3)
+                if not p:
+                    raise RuntimeError(f"alloc of {b} bytes failed")
+                ptrs.append(p)
+            for p in ptrs:
+                t0 = time.perf_counter_ns()
+                free(p, b)
+                f.append((time.perf_counter_ns() - t0) / 1e3)
+            i += n
+    return statistics.median(a), p90(a), statistics.median(f), p90(f)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True, help="path to libgpuheap.so")
+    ap.add_argument("--csv", help="write allocator,bytes,alloc_us_median,alloc_us_p90,free_us_median,free_us_p90")
+    args = ap.parse_args()
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("torch_alloc.py: no CUDA device", file=sys.stderr)
+        return 2
+    lib = ctypes.CDLL(args.lib)
+    lib.gh_torch_alloc.restype = ctypes.c_void_p
+    lib.gh_torch_alloc.argtypes = [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    lib.gh_torch_free.restype = None
+    lib.gh_torch_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+    dev = torch.cuda.current_device()
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def torch_alloc(b):
+        return torch.cuda.caching_allocator_alloc(b, dev)
+
+    def torch_free(p, b):
+        torch.cuda.caching_allocator_delete(p)
+
+    def gh_alloc(b):
+        return lib.gh_torch_alloc(b, dev, stream)
+
+    def gh_free(p, b):
+        lib.gh_torch_free(p, b, dev, stream)
+
+    # The cost of the call itself: a ctypes call and a torch binding call
+    # that do (almost) nothing.
+    libc = ctypes.CDLL(None)
+    libc.labs.restype = ctypes.c_long
+    libc.labs.argtypes = [ctypes.c_long]
+    t = []
+    for _ in range(20000):
+        t0 = time.perf_counter_ns()
+        libc.labs(-1)
+        t.append((time.perf_counter_ns() - t0) / 1e3)
+    print(f"call overhead: ctypes {statistics.median(t):.2f} us", end="")
+    t = []
+    for _ in range(20000):
+        t0 = time.perf_counter_ns()
+        torch.cuda.current_device()
+        t.append((time.perf_counter_ns() - t0) / 1e3)
+    print(f", torch binding {statistics.median(t):.2f} us")
+
+    rows = []
+    print(f"{'allocator':<10} {'bytes':>12} {'alloc med':>10} {'alloc p90':>10} {'free med':>10} {'free p90':>10}")
+    for b in SIZES:
+        for name, al, fr in (("torch", torch_alloc, torch_free), ("gpuheap", gh_alloc, gh_free)):
+            am, a9, fm, f9 = measure(al, fr, b)
+            rows.append((name, b, am, a9, fm, f9))
+            print(f"{name:<10} {b:>12} {am:>10.2f} {a9:>10.2f} {fm:>10.2f} {f9:>10.2f}", flush=True)
+    torch.cuda.synchronize()
+    if args.csv:
+        with open(args.csv, "w") as fh:
+            fh.write("allocator,bytes,alloc_us_median,alloc_us_p90,free_us_median,free_us_p90\n")
+            for r in rows:
+                fh.write("%s,%d,%.3f,%.3f,%.3f,%.3f\n" % r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
