@@ -105,6 +105,33 @@ GH_FN_SLOW uint32_t gh_run_find_claim(const gh_dheap_t* h, uint32_t n, uint32_t 
   return GH_NO_PAGE;
 }
 
+/* Pages per frame (the unit the host maps), and page-bitmap words per frame. */
+GH_FN uint32_t gh_frame_pages(const gh_dheap_t* h) { return 1u << (GH_FRAME_SHIFT - h->page_shift); }
+
+/* Frame runs: the first n free pages in a row that start at a frame
+ * boundary, from the bottom of the heap. Whole words must be free but the
+ * last, of which only the pages the run needs. GH_NO_PAGE: none. */
+GH_FN uint32_t gh_frame_scan(const gh_dheap_t* h, uint32_t n, uint32_t* probes) {
+  const uint32_t fw = gh_frame_pages(h) / 32u;
+  const uint32_t need = (n + 31u) / 32u, tail = n & 31u;
+  uint32_t got = 0;
+  for (uint32_t w = 0; w < h->n_words; w++) {
+    if (got == 0u && w % fw != 0u) { /* runs start at frame boundaries */
+      w += fw - 1u - w % fw;
+      continue;
+    }
+    const uint32_t v = gh_atomic_load_relaxed(&h->xpages[w]);
+    (*probes)++;
+    const uint32_t want = (got + 1u == need && tail) ? gh_bit_range(0, tail) : 0xFFFFFFFFu;
+    if (v & want) {
+      got = 0;
+      continue;
+    }
+    if (++got == need) return (w + 1u - need) << 5;
+  }
+  return GH_NO_PAGE;
+}
+
 /* Empty chunk pages held only by a hint slot: take each out of its slot and
  * drop its pin, which closes it. Returns how many were freed. Model `steal`. */
 GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) {
@@ -175,13 +202,27 @@ GH_FN_SLOW uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool s
   return p;
 }
 
-/* Claim n free pages in a row anywhere: random probes, then the sweep, then
- * the sweep again after stealing empty pinned pages. GH_NO_PAGE: no room.
+/* Claim n free pages in a row anywhere: frame-aligned for a frame or more,
+ * else random probes; then the sweep, then the sweep again after stealing
+ * empty pinned pages. GH_NO_PAGE: no room.
  * Model `malloc_run` (its search abstracted to any start; run_claim as is). */
 GH_FN_SLOW uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng, uint32_t* probes) {
   if (n == 0u || n > h->n_pages) return GH_NO_PAGE;
-  /* Runs longer than a word are placed first-fit from the bottom, which packs
-   * them; random placement would leave gaps too short for the next one. */
+  /* Runs of a frame or more are frame runs: they start at a frame boundary,
+   * first-fit from the bottom, so they pack and leave whole frames free (for
+   * the next one, and for the host to take back). A run lost to a race is
+   * looked for again. Where no frame boundary has room, the page runs below
+   * decide. */
+  if (n >= gh_frame_pages(h)) {
+    for (uint32_t tries = 0; tries < 64u; tries++) {
+      const uint32_t f = gh_frame_scan(h, n, probes);
+      if (f == GH_NO_PAGE) break;
+      if (gh_run_claim(h, f, n)) return f;
+    }
+  }
+  /* Other runs longer than a word are placed first-fit from the bottom,
+   * which packs them; random placement would leave gaps too short for the
+   * next one. */
   const bool large = n > 32u;
   uint32_t s = large ? GH_NO_PAGE : gh_run_find_claim(h, n, gh_rng_below(rng, h->n_words), h->probe_limit, probes);
   if (s == GH_NO_PAGE) s = gh_run_find_claim(h, n, large ? 0u : gh_rng_below(rng, h->n_words), h->n_words + 1u, probes);

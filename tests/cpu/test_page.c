@@ -135,6 +135,43 @@ static void test_transitions(void) {
   gh_cpu_heap_destroy(heap);
 }
 
+/* Runs of a frame or more start at a frame boundary (first fit), and fall
+ * back to any run of free pages where no boundary has room. 64 KiB pages:
+ * a frame is 32 pages, one bitmap word. */
+static void test_frame_runs(void) {
+  gh_cpu_heap_t* heap = new_heap(256, 65536);
+  const gh_dheap_t* h = gh_cpu_heap_core(heap);
+  gh_rng_t rng = gh_rng_seed(1, 2);
+  uint32_t probes = 0;
+  CHECK(gh_frame_pages(h) == 32);
+  CHECK(gh_pages_claim(h, 0, 1u << 1) == (1u << 1)); /* page 1 in use */
+  const uint32_t a = gh_run_alloc(h, 40, &rng, &probes);
+  CHECK(a == 32);                                   /* not 2 */
+  const uint32_t b = gh_run_alloc(h, 32, &rng, &probes);
+  CHECK(b == 96);                                   /* frame 64-95 holds pages 64-71 of a */
+  const uint32_t c = gh_run_alloc(h, 64, &rng, &probes);
+  CHECK(c == 128);
+  /* Only pages 2-31 and 72-95 are free now but for 192-255; fill 192-255
+   * with a run, then a 32-page request has no frame boundary left ... */
+  CHECK(gh_run_alloc(h, 64, &rng, &probes) == 192);
+  CHECK(gh_frame_scan(h, 32, &probes) == GH_NO_PAGE);
+  /* ... and no 32 free pages in a row either; 24 pages fit in 2-31 or at
+   * 72-95 (shorter runs are placed at random). */
+  CHECK(gh_run_alloc(h, 32, &rng, &probes) == GH_NO_PAGE);
+  const uint32_t d = gh_run_alloc(h, 24, &rng, &probes);
+  CHECK((d >= 2 && d <= 8) || d == 72);
+  gh_cpu_heap_destroy(heap);
+
+  /* 4 KiB pages: a frame is 512 pages, 16 words. */
+  heap = new_heap(2048, 4096);
+  h = gh_cpu_heap_core(heap);
+  CHECK(gh_frame_pages(h) == 512);
+  CHECK(gh_pages_claim(h, 0, 1u << 1) == (1u << 1));
+  CHECK(gh_run_alloc(h, 600, &rng, &probes) == 512);
+  CHECK(gh_run_alloc(h, 512, &rng, &probes) == 1536);
+  gh_cpu_heap_destroy(heap);
+}
+
 /* The race. Threads share one page. Each loop: reserve a chunk of the
  * thread's class on page 0; if that fails, try to claim and format page 0
  * for its class. Then stamp the whole chunk with the thread id, check the
@@ -206,6 +243,7 @@ static void test_race(uint32_t threads) {
 
 int main(void) {
   test_transitions();
+  test_frame_runs();
   test_race(2);
   test_race(8);
   return gh_test_done("test_page");
