@@ -111,6 +111,7 @@ static int heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* o
     return err;
   }
   gh_layout_header(&heap->view, &heap->layout, base, (uint8_t*)heap->d_heap, pages, shift, slots, o.probe_limit, o.refill_min);
+  heap->view.room_fill = o.room_fill;
   err = zero_metadata(heap);
   if (!err) {
     const cudaError_t c = cudaMemcpy(heap->d_heap, &heap->view, sizeof heap->view, cudaMemcpyHostToDevice);

@@ -59,6 +59,9 @@ typedef struct gh_heap_options_s {
   size_t page_bytes;     /* page size: a power of two, 4096..65536. Default 65536 */
   uint32_t slots;        /* hint slots per class; 0 = min(SM count, 64) (CPU: 8) */
   uint32_t probe_limit;  /* random search steps before the sweep; 0 = default (8) */
+  uint32_t room_fill;    /* estimated fill (percent) from which the search looks for a page with
+                            room in the whole heap before it opens a new page (0 = default:
+                            100, only when full; lower trades throughput for memory: README) */
   uint32_t refill_min;   /* classes with at least this many chunks per page wait for their
                             slot's refill; the others search on (0 = default, 2048) */
   int device;            /* CUDA device ordinal; -1 = the current device */

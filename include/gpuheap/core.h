@@ -117,14 +117,15 @@ GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32
  * the block over the slot's frame hint (where the slot's pages cluster),
  * then random blocks, probe_limit / 4 blocks in all (a longer search cost
  * more time than the pages it found saved: bench/NOTES.md, visit 7). A refiller installs the
- * page it finds as the slot's hint. Model `room_grant` (search abstracted). */
+ * page it finds as the slot's hint. `all`: every block, in order from the
+ * hint's. Model `room_grant` (search abstracted). */
 GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
-                                  gh_rng_t* rng, gh_grant_t* g, uint32_t* probes) {
+                                  gh_rng_t* rng, gh_grant_t* g, uint32_t* probes, bool all) {
   const uint32_t* sum = h->xroomsum + (size_t)cls * h->n_sum;
   const uint32_t blocks = (h->n_sum + GH_ROOM_BLOCK - 1u) / GH_ROOM_BLOCK;
   const uint32_t hint = gh_atomic_load_relaxed(&h->xfhints[slot]);
   uint32_t b = hint < h->n_words ? (hint >> 5) / GH_ROOM_BLOCK : gh_rng_below(rng, blocks);
-  uint32_t tries = h->probe_limit / 4u ? h->probe_limit / 4u : 1u;
+  uint32_t tries = all ? blocks : (h->probe_limit / 4u ? h->probe_limit / 4u : 1u);
   if (tries > blocks) tries = blocks;
   for (uint32_t i = 0; i < tries; i++) {
     if (i) b = tries == blocks ? (b + 1u == blocks ? 0u : b + 1u) : gh_rng_below(rng, blocks);
@@ -155,6 +156,16 @@ GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32
     }
   }
   return 0;
+}
+
+/* Is the heap about as full as room_fill (percent) or more? Four random
+ * words of the page bitmap, 128 pages: an estimate without a counter. Pages
+ * cluster by slot, so words tend to be full or empty, and the estimate is
+ * coarse (mostly 0, 25, 50, 75 or 100%). */
+GH_FN bool gh_pages_scarce(const gh_dheap_t* h, gh_rng_t* rng) {
+  uint32_t free_pages = 0;
+  for (uint32_t i = 0; i < 4u; i++) free_pages += 32u - gh_popc(gh_atomic_load_relaxed(&h->xpages[gh_rng_below(rng, h->n_words)]));
+  return free_pages * 100u <= 128u * (100u - h->room_fill);
 }
 
 /* A freshly claimed page p: format it with a reservation of n chunks. If
@@ -243,7 +254,7 @@ GH_FN_SLOW uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t sl
         /* The refiller of a class that others wait for goes straight to a
          * new page: keeping them waiting costs more than the room saves. */
         if (!(s->hs.refiller && h->classes[cls].per_page >= h->refill_min))
-          k = gh_grant_from_room(h, cls, slot, n, &s->hs, rng, g, probes);
+          k = gh_grant_from_room(h, cls, slot, n, &s->hs, rng, g, probes, false);
         break;
       case GH_SRC_AGAIN:
         /* Nothing anywhere, as seen: let the pages other threads are
@@ -251,6 +262,14 @@ GH_FN_SLOW uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t sl
         for (uint32_t i = 0; i < 8u; i++) gh_backoff(i);
         /* fall through */
       case GH_SRC_NEW:
+        /* From the fill `room_fill` on, room anywhere comes before a new
+         * page: each page opened while others have room is one fewer for
+         * the class that runs out first. Efficiency against throughput:
+         * bench/NOTES.md, visits 13-14 (default 100: only when full). */
+        if (!(s->hs.refiller && h->classes[cls].per_page >= h->refill_min) && gh_pages_scarce(h, rng))
+          k = gh_grant_from_room(h, cls, slot, n, &s->hs, rng, g, probes, true);
+        if (k) break;
+        /* fall through */
       case GH_SRC_SWEEP:
         p = gh_page_claim_one(h, slot, src != GH_SRC_NEW, rng, probes);
         if (p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, slot, n, &s->hs, g);

@@ -918,10 +918,21 @@ inline grant_next(gn_cls, gn_n, gn_stop) {
         :: else -> skip
         fi
      :: gn_src == SRC_NEW || gn_src == SRC_SWEEP || gn_src == SRC_AGAIN ->
-        /* (SRC_AGAIN first pauses, which is only time) */
-        page_claim(gn_src != SRC_NEW, p);
+        /* (SRC_AGAIN first pauses, which is only time.) NEW and AGAIN first
+         * search the room bitmaps in full when the heap looks nearly full
+         * (gh_pages_scarce: loads of the page bitmap that steer nothing but
+         * this choice, so the model lets either happen). */
         if
-        :: p != NONE -> new_page(p, gn_cls, gn_n)
+        :: gn_src != SRC_SWEEP && !(refiller && PER_PAGE(gn_cls) >= REFILL_MIN) -> room_grant(gn_cls, gn_n)
+        :: true -> skip
+        fi;
+        if
+        :: k == 0 ->
+           page_claim(gn_src != SRC_NEW, p);
+           if
+           :: p != NONE -> new_page(p, gn_cls, gn_n)
+           :: else -> skip
+           fi
         :: else -> skip
         fi;
         p = 0
