@@ -1,0 +1,545 @@
+"""PyTorch on gpuheap: every CUDA tensor from gpuheap's tensor manager, one
+memory budget, cold frames on the host at the same address.
+
+    import gpuheap.torch
+    gpuheap.torch.enable(device_budget="40GiB")       # before the first CUDA tensor
+    ...
+    with gpuheap.torch.offload():                     # activations go cold in forward,
+        loss = model(x).loss                          # come back ahead of use in backward
+    loss.backward()
+
+enable() installs gpuheap through torch.cuda.memory.CUDAPluggableAllocator
+(gh_torch_alloc / gh_torch_free of libgpuheap.so); it must run before
+PyTorch initializes CUDA, because PyTorch refuses to swap an allocator that
+has been used. The per-tensor calls (set_kind, pin, unpin, evict, prefetch,
+tier) take a CUDA tensor and act on its *storage*:
+tensor.untyped_storage().data_ptr(), the start of the allocation gpuheap
+made (a view acts on the whole storage it looks into).
+
+This module imports without PyTorch; PyTorch is imported when a function
+needs it.
+"""
+import collections
+import contextlib
+import itertools
+import threading
+import warnings
+import weakref
+
+import gpuheap
+from gpuheap import Error, Kind, ERR_INVAL, ERR_UNSUPPORTED, ERR_NO_DEVICE, ERR_FOREIGN, ERR_DOUBLE_FREE, ERR_PINNED
+
+__all__ = ["enable", "is_enabled", "manager", "memory_stats", "torch_style_stats", "empty_cache", "set_kind", "pin",
+           "unpin", "pinned", "evict", "prefetch", "tier", "mark_model", "offload", "Offload"]
+
+TOO_LATE = ("PyTorch has initialized CUDA (and its caching allocator) already: call gpuheap.torch.enable() "
+            "before the first CUDA tensor, and before anything else that initializes CUDA in PyTorch "
+            "(torch.cuda.current_device(), torch.cuda.synchronize(), .cuda(), ...)")
+
+_lock = threading.RLock()
+_manager = None
+_allocator = None
+_protected = set()  # storage addresses marked weights / optimizer state: offload never evicts them
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise Error(ERR_UNSUPPORTED, f"PyTorch does not import ({e})", "gpuheap.torch") from None
+    return torch
+
+
+def _too_late(torch):
+    """True when PyTorch's CUDA allocator has been initialized (then
+    change_current_allocator fails) or has handed out memory."""
+    if torch.cuda.is_initialized():
+        return True
+    try:
+        return torch.cuda.memory_allocated() > 0  # 0 without initializing while CUDA is not initialized
+    except Exception:
+        return False
+
+
+def enable(device_budget=None, host_budget=None, **options):
+    """Make gpuheap PyTorch's CUDA allocator; returns the gpuheap.Manager.
+
+    device_budget, host_budget: bytes or "40GiB"-style strings; None: the
+    library's defaults (free device memory at creation minus 1 GiB; half of
+    that on the host, at least 1 GiB). Other options: those of
+    gpuheap.Manager (low_watermark, high_watermark, device, device_reserve,
+    host_pool_frames, ...).
+
+    Must run before PyTorch initializes CUDA; raises gpuheap.Error
+    (ERR_INVAL) saying so otherwise. A second call returns the same manager
+    (its options, if different, are ignored with a warning)."""
+    global _manager, _allocator
+    torch = _torch()
+    with _lock:
+        if _manager is not None:
+            if device_budget is not None or host_budget is not None or options:
+                warnings.warn("gpuheap.torch.enable: already enabled; the new options are ignored", stacklevel=2)
+            return _manager
+        opts = gpuheap.validate_options(device_budget=device_budget, host_budget=host_budget, **options)
+        if _too_late(torch):
+            raise Error(ERR_INVAL, TOO_LATE, "gpuheap.torch.enable")
+        if not torch.cuda.is_available():
+            raise Error(ERR_NO_DEVICE, "torch.cuda.is_available() is False", "gpuheap.torch.enable")
+        path = gpuheap.library_path()
+        m = gpuheap.Manager(**opts)
+        try:
+            m.set_global()  # refused if another manager (or the default one) serves the entry points already
+        except Error:
+            m.close()
+            raise
+        try:
+            mem = torch.cuda.memory
+            Pluggable = getattr(mem, "CUDAPluggableAllocator", None) or torch.cuda.CUDAPluggableAllocator
+            alloc = Pluggable(path, "gh_torch_alloc", "gh_torch_free")
+            mem.change_current_allocator(alloc)
+        except RuntimeError as e:
+            _unset_global(m)
+            raise Error(ERR_INVAL, f"{TOO_LATE} [PyTorch: {e}]", "gpuheap.torch.enable") from e
+        except BaseException:
+            _unset_global(m)
+            raise
+        _manager, _allocator = m, alloc
+        return m
+
+
+def _unset_global(m):
+    """Undo m.set_global() after a failed enable and destroy m (nothing was
+    allocated from it)."""
+    try:
+        gpuheap.set_global(None)
+        m._global = False
+        if m in gpuheap._globals:
+            gpuheap._globals.remove(m)
+        m.close()
+    except Exception:
+        pass
+
+
+def is_enabled():
+    return _manager is not None
+
+
+def manager():
+    """The manager enable() made; Error(ERR_INVAL) before enable()."""
+    if _manager is None:
+        raise Error(ERR_INVAL, "call gpuheap.torch.enable() first", "gpuheap.torch")
+    return _manager
+
+
+def _mgr(m):
+    return m if m is not None else manager()
+
+
+# ---------------------------------------------------------------- statistics
+def torch_style_stats(st):
+    """gpuheap statistics (Manager.stats()) in the shape of
+    torch.cuda.memory_stats(): a dict sorted by key. Keys PyTorch also has:
+
+      allocated_bytes.all.current  requested bytes of live tensors, both tiers
+      reserved_bytes.all.current   bytes of mapped frames (tensor and device-heap
+                                   frames, device and host tiers)
+      allocation.all.current       live tensors
+      num_ooms                     requests that found neither tier with room
+
+    and gpuheap's own, prefixed "gpuheap.": budgets, frame_bytes, frames per
+    tier (frames.device / .host / .free), heap_frames.*, device_bytes and
+    host_bytes (mapped frames per tier), allocated_bytes.<tier>.current,
+    allocated_bytes.<kind>.current, allocation.<kind>.current, evictions,
+    restores, bytes_evicted, bytes_restored, pinned_tensors, pending_frees,
+    host_pool_frames, heap_grows, heap_shrinks.
+
+    Left out, because gpuheap has nothing that means the same: *.peak and
+    *.allocated / *.freed (the library keeps no peaks or totals: sample it),
+    active_bytes, inactive_split, the small/large pool split,
+    num_alloc_retries (gpuheap never drops a cache and retries: it evicts,
+    see gpuheap.evictions), num_device_alloc / num_device_free."""
+    fb = st["frame_bytes"]
+    tiers = ("device", "host")
+    out = {
+        "allocated_bytes.all.current": sum(st["tensor_bytes"].values()),
+        "reserved_bytes.all.current": sum(st["frames"][t] + st["heap_frames"][t] for t in tiers) * fb,
+        "allocation.all.current": sum(st["tensors"].values()),
+        "num_ooms": st["oom_events"],
+        "gpuheap.device_budget": st["device_budget"],
+        "gpuheap.host_budget": st["host_budget"],
+        "gpuheap.frame_bytes": fb,
+        "gpuheap.frames.free": st["frames"]["none"],
+    }
+    for t in tiers:
+        out[f"gpuheap.frames.{t}"] = st["frames"][t]
+        out[f"gpuheap.heap_frames.{t}"] = st["heap_frames"][t]
+        out[f"gpuheap.{t}_bytes"] = (st["frames"][t] + st["heap_frames"][t]) * fb
+        out[f"gpuheap.allocated_bytes.{t}.current"] = sum(v[t] for v in st["tensor_bytes_tier"].values())
+    for k, v in st["tensor_bytes"].items():
+        out[f"gpuheap.allocated_bytes.{k}.current"] = v
+        out[f"gpuheap.allocation.{k}.current"] = st["tensors"][k]
+    for c in ("evictions", "restores", "bytes_evicted", "bytes_restored", "pinned_tensors", "pending_frees",
+              "host_pool_frames", "heap_grows", "heap_shrinks"):
+        out["gpuheap." + c] = st[c]
+    return collections.OrderedDict(sorted(out.items()))
+
+
+def memory_stats(manager=None):
+    """torch_style_stats of the manager (default: the one enable() made).
+    torch.cuda.memory_stats() itself does not work under a pluggable allocator."""
+    return torch_style_stats(_mgr(manager).stats())
+
+
+def empty_cache(manager=None):
+    """Give back frames that hold no live tensor (gh_tmgr_empty_cache); tensors
+    are not moved. (torch.cuda.empty_cache() does nothing under gpuheap.)"""
+    _mgr(manager).empty_cache()
+
+
+# ---------------------------------------------------------------- tensors
+def _storage(t, what):
+    if not getattr(t, "is_cuda", False):
+        raise Error(ERR_INVAL, f"{what}: not a CUDA tensor", "gpuheap.torch")
+    st = t.untyped_storage()
+    return st.data_ptr(), st.nbytes()
+
+
+def set_kind(tensor, kind, manager=None):
+    """What the tensor's storage holds ("weights", "activations", "optimizer",
+    "gradients" (= optimizer), "workspace" or a gpuheap.Kind): its eviction
+    priority. An empty storage is left alone."""
+    ptr, _ = _storage(tensor, "set_kind")
+    if ptr:
+        _mgr(manager).set_kind(ptr, kind)
+
+
+def pin(tensor, manager=None):
+    """Keep the storage on the device (brought back first if it is on the host). Pins nest."""
+    ptr, _ = _storage(tensor, "pin")
+    if ptr:
+        _mgr(manager).pin(ptr)
+
+
+def unpin(tensor, manager=None):
+    ptr, _ = _storage(tensor, "unpin")
+    if ptr:
+        _mgr(manager).unpin(ptr)
+
+
+@contextlib.contextmanager
+def pinned(tensor, manager=None):
+    """with gpuheap.torch.pinned(t): ... -- pin for the block."""
+    pin(tensor, manager)
+    try:
+        yield tensor
+    finally:
+        unpin(tensor, manager)
+
+
+def evict(tensor, manager=None):
+    """Mark the storage cold and move its frames to the host now (frames
+    shared with warm tensors stay). The pointer does not change; kernels may
+    still use the tensor (over PCIe) until it is prefetched."""
+    ptr, _ = _storage(tensor, "evict")
+    if ptr:
+        _mgr(manager).evict(ptr)
+
+
+def _current_stream(device=None):
+    torch = _torch()
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+def prefetch(tensor, stream=None, manager=None):
+    """Bring the storage's frames back to the device now; `stream` (default:
+    the current stream of the tensor's device) joins the streams it is used on."""
+    ptr, _ = _storage(tensor, "prefetch")
+    if ptr:
+        s = stream if stream is not None else _current_stream(tensor.device)
+        _mgr(manager).prefetch(ptr, s)
+
+
+def tier(tensor, manager=None):
+    """The gpuheap.Tier of the storage's first byte (DEVICE or HOST)."""
+    ptr, _ = _storage(tensor, "tier")
+    return _mgr(manager).tier(ptr)
+
+
+class _Marks:
+    """What mark_model did; remove() takes its hooks away."""
+
+    def __init__(self):
+        self.counts = {"weights": 0, "optimizer": 0, "gradients": 0, "foreign": 0}
+        self._hooks = []
+
+    def remove(self):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+    def __repr__(self):
+        return f"<gpuheap.torch marks {self.counts}>"
+
+
+def _mark(t, kind, m, marks, key, protect):
+    if t is None or not getattr(t, "is_cuda", False):
+        return
+    ptr = t.untyped_storage().data_ptr()
+    if not ptr:
+        return
+    try:
+        m.set_kind(ptr, kind)
+    except Error as e:
+        if e.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):  # not a gpuheap allocation
+            marks.counts["foreign"] += 1
+            return
+        raise
+    marks.counts[key] += 1
+    if protect:
+        _protected.add(ptr)
+
+
+def mark_model(model, optimizer=None, grads=True, manager=None):
+    """Give a model's memory its kinds: parameters and buffers WEIGHTS
+    (evicted last), optimizer state OPTIMIZER, and -- with grads=True --
+    gradients OPTIMIZER as they are accumulated (a post-accumulate-grad hook,
+    since zero_grad(set_to_none=True) makes new ones every step). Optimizer
+    state is made lazily by the first step(): it is marked now and after
+    every step (a step post-hook; only storages not marked yet cost a call).
+    Weights and optimizer state are also never evicted by offload().
+    Returns a handle whose remove() takes the hooks away."""
+    m = _mgr(manager)
+    marks = _Marks()
+    for t in itertools.chain(model.parameters(), model.buffers()):
+        _mark(t, Kind.WEIGHTS, m, marks, "weights", True)
+    if grads:
+        for p in model.parameters():
+            if p.grad is not None:
+                _mark(p.grad, Kind.OPTIMIZER, m, marks, "gradients", False)
+            if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
+                marks._hooks.append(p.register_post_accumulate_grad_hook(
+                    lambda q: _mark(q.grad, Kind.OPTIMIZER, m, marks, "gradients", False)))
+    if optimizer is not None:
+        seen = set()
+
+        def mark_state(*_):
+            for state in optimizer.state.values():
+                for v in state.values():
+                    if getattr(v, "is_cuda", False):
+                        ptr = v.untyped_storage().data_ptr()
+                        if ptr and ptr not in seen:
+                            seen.add(ptr)
+                            _mark(v, Kind.OPTIMIZER, m, marks, "optimizer", True)
+
+        mark_state()
+        if hasattr(optimizer, "register_step_post_hook"):
+            marks._hooks.append(optimizer.register_step_post_hook(mark_state))
+    return marks
+
+
+# ---------------------------------------------------------------- offload
+class _Entry:
+    __slots__ = ("ref", "ptr", "nbytes", "index", "evicted", "prefetched", "unpacked", "dropped", "__weakref__")
+
+    def __init__(self, t, ptr, nbytes, index):
+        try:
+            self.ref = weakref.ref(t)
+        except TypeError:  # an object without weak references: hold it (the graph holds it anyway)
+            self.ref = lambda t=t: t
+        self.ptr, self.nbytes, self.index = ptr, nbytes, index
+        self.evicted = self.prefetched = self.unpacked = self.dropped = False
+
+    def alive(self):
+        return not self.dropped and self.ref() is not None
+
+
+def _torch_tensor_info(t):
+    """(storage address, storage bytes) of a saved tensor that offload may
+    move, or None: not on CUDA, empty, a parameter (a leaf that requires
+    grad), or storage marked weights / optimizer state by mark_model."""
+    if not getattr(t, "is_cuda", False):
+        return None
+    try:
+        st = t.untyped_storage()
+        ptr = st.data_ptr()
+    except (RuntimeError, NotImplementedError):  # sparse, tensor subclasses without storage
+        return None
+    if not ptr or (t.is_leaf and t.requires_grad) or ptr in _protected:
+        return None
+    return ptr, st.nbytes()
+
+
+def _torch_ptr(t):
+    if not getattr(t, "is_cuda", False):
+        return None
+    try:
+        return t.untyped_storage().data_ptr() or None
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+class Offload:
+    """Same-address activation offload over torch.autograd.graph.saved_tensors_hooks.
+
+    Forward (pack): each tensor autograd saves for backward is kept as it is
+    -- the pack hook returns the tensor itself: nothing is copied and no
+    pointer changes. Its storage is only *marked cold*: once `keep_last`
+    newer saved tensors exist, gpuheap evicts its frames to pinned host
+    memory mapped at the same address (gh_tensor_evict). The `keep_last`
+    most recent ones -- the next ops of the forward read them, and backward
+    starts with them -- stay on the device. Skipped: tensors not on CUDA,
+    storages smaller than `min_bytes` (they share 2 MiB frames with others;
+    the manager's CLOCK handles those), parameters, storages mark_model
+    marked as weights / optimizer state, and storages that gpuheap did not
+    allocate (the hint then fails with ERR_FOREIGN and the tensor is left
+    alone).
+
+    Backward (unpack): unpack returns the same tensor; before that it
+    prefetches it (if not done yet) and the next `prefetch_distance` saved
+    tensors in reverse order of packing -- the order backward uses them --
+    so their frames are back on the device before their kernels run. A
+    tensor that is still on the host when a kernel reads it is read over
+    PCIe: slower, still correct.
+
+    Cost: gh_tensor_evict and gh_tensor_prefetch move frames at once, after
+    waiting for the work queued on the tensor's streams (not the device).
+
+    Hints never raise in the hooks: failures are counted in .counters
+    ("hint_errors") and warned about once.
+    """
+
+    def __init__(self, prefetch_distance=2, keep_last=2, min_bytes=1 << 20, manager=None, *,
+                 tensor_info=None, tensor_ptr=None, stream=None):
+        for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise Error(ERR_INVAL, f"{name}: {v!r} must be an integer >= 0", "offload")
+        self.prefetch_distance = prefetch_distance
+        self.keep_last = keep_last
+        self.min_bytes = gpuheap.parse_size(min_bytes, "min_bytes")
+        self._manager = manager
+        self._info = tensor_info or _torch_tensor_info
+        self._ptr = tensor_ptr or _torch_ptr
+        self._stream = stream or (lambda: _current_stream())
+        self._lock = threading.Lock()
+        self._entries = []
+        self._by_ptr = {}
+        self._cm = None
+        self._warned = False
+        self.counters = {"packed": 0, "skipped": 0, "evicted": 0, "prefetched": 0, "unpacked": 0,
+                         "foreign": 0, "hint_errors": 0}
+
+    @property
+    def manager(self):
+        return _mgr(self._manager)
+
+    # -- the hooks
+    def pack(self, t):
+        info = self._info(t)
+        if info is None or info[1] < self.min_bytes:
+            with self._lock:
+                self.counters["skipped"] += 1
+            return t
+        ptr, nbytes = info
+        victim = None
+        with self._lock:
+            e = self._by_ptr.get(ptr)
+            # A storage saved again in the same forward keeps its first entry;
+            # one from an earlier pass whose backward ran gets a new one.
+            if e is None or not e.alive() or e.unpacked:
+                e = _Entry(t, ptr, nbytes, len(self._entries))
+                self._entries.append(e)
+                self._by_ptr[ptr] = e
+                self.counters["packed"] += 1
+                i = len(self._entries) - 1 - self.keep_last
+                if i >= 0:
+                    v = self._entries[i]
+                    if v.alive() and not v.evicted and not v.unpacked:
+                        v.evicted = True
+                        victim = v
+        if victim is not None:
+            self._hint("evict", victim)
+        return t
+
+    def unpack(self, t):
+        ptr = self._ptr(t)
+        todo = []
+        with self._lock:
+            e = self._by_ptr.get(ptr) if ptr else None
+            if e is None or e.dropped:
+                return t
+            if not e.unpacked:
+                e.unpacked = True
+                self.counters["unpacked"] += 1
+            if not e.prefetched:
+                e.prefetched = True
+                todo.append(e)
+            i, n = e.index - 1, 0
+            while i >= 0 and n < self.prefetch_distance:
+                x = self._entries[i]
+                i -= 1
+                if x.unpacked or not x.alive():
+                    continue
+                n += 1
+                if not x.prefetched:
+                    x.prefetched = True
+                    todo.append(x)
+        for x in todo:
+            self._hint("prefetch", x)
+        return t
+
+    def _hint(self, what, e):
+        try:
+            if what == "evict":
+                self.manager.evict(e.ptr)
+            else:
+                self.manager.prefetch(e.ptr, self._stream())
+        except Error as err:
+            with self._lock:
+                if err.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):  # not (or no longer) a gpuheap allocation
+                    e.dropped = True
+                    self.counters["foreign"] += 1
+                    return
+                if err.code == ERR_PINNED:
+                    return
+                self.counters["hint_errors"] += 1
+                warn = not self._warned
+                self._warned = True
+            if warn:
+                warnings.warn(f"gpuheap.torch.offload: {what} hint failed: {err}", RuntimeWarning)
+            return
+        with self._lock:
+            self.counters["evicted" if what == "evict" else "prefetched"] += 1
+
+    # -- bookkeeping
+    def _prune(self):
+        """Forget entries whose tensors are gone (their graphs were freed) or
+        whose backward has run: a new forward pass starts a new sequence."""
+        with self._lock:
+            keep = [e for e in self._entries if e.alive() and not e.unpacked]
+            for i, e in enumerate(keep):
+                e.index = i
+            self._entries = keep
+            self._by_ptr = {e.ptr: e for e in keep}
+
+    def pending(self):
+        """Saved tensors being tracked (alive, for tests and debugging)."""
+        with self._lock:
+            return [e.ptr for e in self._entries if e.alive()]
+
+    # -- the context
+    def __enter__(self):
+        torch = _torch()
+        self._prune()
+        self._cm = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+        self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        cm, self._cm = self._cm, None
+        return cm.__exit__(*exc) if cm is not None else False
+
+
+def offload(prefetch_distance=2, keep_last=2, min_bytes=1 << 20, manager=None):
+    """with gpuheap.torch.offload(): loss = model(x)  -- see Offload. Backward
+    may run after the block: the hooks stay with the saved tensors."""
+    return Offload(prefetch_distance=prefetch_distance, keep_last=keep_last, min_bytes=min_bytes, manager=manager)

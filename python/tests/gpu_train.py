@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""GPU test: train a small ResNet-style CNN on synthetic images three ways,
+each in its own process, and check that gpuheap changes nothing but memory.
+
+  (a) default   PyTorch's caching allocator; records its peak
+                (torch.cuda.max_memory_allocated)
+  (b) gpuheap   gpuheap.torch.enable(), no device budget limit
+  (c) offload   gpuheap.torch.enable(device_budget = half of (a)'s peak),
+                gpuheap.torch.offload() around the forward pass
+
+Checks: the losses of (b) and (c) equal (a)'s bit for bit at every step;
+(c) evicted frames (evictions > 0) and met no out-of-memory. Determinism:
+torch.manual_seed, cudnn.deterministic, benchmark off,
+torch.use_deterministic_algorithms(True) with CUBLAS_WORKSPACE_CONFIG=:4096:8
+set before torch is imported; synthetic data from a seeded CPU generator.
+
+  python3 python/tests/gpu_train.py --steps 20 --csv bench/results/torch-h200.csv
+
+CSV rows (header included): config,ms_per_step,device_budget_gib,
+bytes_moved_per_step,loss_last. device_budget_gib: for (a) the card's memory,
+for (b) and (c) the manager's device budget. ms_per_step: mean over the
+steps after --warmup, synchronized. bytes_moved_per_step: gpuheap's
+bytes_evicted + bytes_restored over those steps, per step (0 for (a)).
+
+Exit: 0 pass, 1 fail, 77 skipped (no torch, no CUDA device, no libgpuheap).
+Every line of progress is flushed; each child runs under --time-limit.
+"""
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is imported
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYDIR = os.path.dirname(HERE)
+SKIP = 77
+CONFIGS = {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload"}
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=20, help="training steps per config")
+    ap.add_argument("--warmup", type=int, default=2, help="steps left out of the timing")
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--image", type=int, default=96, help="image side, pixels")
+    ap.add_argument("--width", type=int, default=64, help="channels of the first stage")
+    ap.add_argument("--blocks", type=int, default=2, help="residual blocks per stage (3 stages)")
+    ap.add_argument("--classes", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prefetch-distance", type=int, default=2)
+    ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")
+    ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
+    ap.add_argument("--snapshot-dir", help="(c): write the frame map at the end of a forward (json, html, png)")
+    ap.add_argument("--time-limit", type=float, default=300, help="seconds per config process")
+    ap.add_argument("--only", choices=sorted(CONFIGS), help="run one config in this process (internal)")
+    ap.add_argument("--peak", type=int, default=0, help="(a)'s peak bytes, for (c) (internal)")
+    ap.add_argument("--out", help="the child's JSON result (internal)")
+    return ap.parse_args(argv)
+
+
+def torch_or_skip():
+    try:
+        import torch
+    except Exception as e:
+        log(f"gpu_train: skipped: torch does not import ({e})")
+        sys.exit(SKIP)
+    if not torch.cuda.is_available():
+        log("gpu_train: skipped: no CUDA device")
+        sys.exit(SKIP)
+    return torch
+
+
+# ---------------------------------------------------------------- the model
+def build(torch, a):
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.b1 = nn.BatchNorm2d(cout)
+            self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.b2 = nn.BatchNorm2d(cout)
+            self.short = None
+            if stride != 1 or cin != cout:
+                self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = F.relu(self.b1(self.c1(x)))
+            y = self.b2(self.c2(y))
+            return F.relu(y + (x if self.short is None else self.short(x)))
+
+    class Net(nn.Module):
+        # No max pooling and no adaptive pooling: their CUDA backward passes
+        # have no deterministic implementation.
+        def __init__(self):
+            super().__init__()
+            w = a.width
+            self.stem = nn.Sequential(nn.Conv2d(3, w, 3, 2, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU())
+            layers, cin = [], w
+            for i, cout in enumerate((w, 2 * w, 4 * w)):
+                for j in range(a.blocks):
+                    layers.append(Block(cin, cout, 2 if (j == 0 and i > 0) else 1))
+                    cin = cout
+            self.layers = nn.Sequential(*layers)
+            self.fc = nn.Linear(cin, a.classes)
+
+        def forward(self, x):
+            return self.fc(self.layers(self.stem(x)).mean(dim=(2, 3)))
+
+    return Net()
+
+
+def data(torch, a, n=4):
+    g = torch.Generator().manual_seed(a.seed + 1)
+    xs = [torch.randn(a.batch, 3, a.image, a.image, generator=g) for _ in range(n)]
+    ys = [torch.randint(0, a.classes, (a.batch,), generator=g) for _ in range(n)]
+    return xs, ys
+
+
+# ---------------------------------------------------------------- one config
+def child(a):
+    cfg = a.only
+    torch = torch_or_skip()
+    sys.path.insert(0, PYDIR)
+    result = {"config": CONFIGS[cfg], "losses": [], "steps_done": 0, "oom": False}
+    m = None
+    if cfg in ("b", "c"):
+        import gpuheap
+        import gpuheap.torch as ght
+        try:
+            gpuheap.library()
+        except gpuheap.Error as e:
+            log(f"gpu_train[{cfg}]: skipped: {e}")
+            sys.exit(SKIP)
+        kw = {}
+        if cfg == "c":
+            if a.peak <= 0:
+                raise SystemExit("--peak is needed for config c")
+            kw["device_budget"] = max(2 << 20, int(a.peak * a.budget_fraction))
+            # The default host budget (half the device budget) cannot hold what
+            # the device budget leaves out: give the host the whole peak and more.
+            kw["host_budget"] = 2 * a.peak + (1 << 30)
+        m = ght.enable(**kw)
+        ooms = []
+        m.set_oom_observer(lambda n, st: ooms.append(n))
+        log(f"gpu_train[{cfg}]: gpuheap from {gpuheap.library_path()}, device budget "
+            f"{m.stats()['device_budget'] / 2**30:.3f} GiB, host budget {m.stats()['host_budget'] / 2**30:.3f} GiB")
+
+    torch.manual_seed(a.seed)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True)
+    dev = torch.device("cuda")
+    model = build(torch, a).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+    xs, ys = data(torch, a)
+    xs = [x.to(dev) for x in xs]
+    ys = [y.to(dev) for y in ys]
+    off = None
+    if m is not None:
+        ght.mark_model(model, opt)
+    if cfg == "c":
+        off = ght.offload(prefetch_distance=a.prefetch_distance)
+    crit = torch.nn.CrossEntropyLoss()
+
+    t_start = time.monotonic()
+    t0 = None
+    moved0 = 0
+    dev_max = 0
+    snap_taken = False
+    for step in range(a.steps):
+        if time.monotonic() - t_start > a.time_limit:
+            log(f"gpu_train[{cfg}]: time limit reached after {step} steps")
+            break
+        if step == a.warmup:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            if m is not None:
+                s = m.stats()
+                moved0 = s["bytes_evicted"] + s["bytes_restored"]
+        x, y = xs[step % len(xs)], ys[step % len(ys)]
+        opt.zero_grad(set_to_none=True)
+        try:
+            if off is not None:
+                with off:
+                    out = model(x)
+                    loss = crit(out, y)
+            else:
+                out = model(x)
+                loss = crit(out, y)
+            if m is not None:
+                s = m.stats()  # the end of forward: the most activations alive
+                dev_max = max(dev_max, (s["frames"]["device"] + s["heap_frames"]["device"]) * s["frame_bytes"])
+                if a.snapshot_dir and cfg == "c" and step == a.steps - 1 and not snap_taken:
+                    from gpuheap import snapshot as snap
+                    os.makedirs(a.snapshot_dir, exist_ok=True)
+                    sn = snap.snapshot(m)
+                    snap.write_json(os.path.join(a.snapshot_dir, "torch-offload-frames.json"), sn)
+                    snap.write_html(os.path.join(a.snapshot_dir, "torch-offload-frames.html"), sn)
+                    try:
+                        snap.write_png(os.path.join(a.snapshot_dir, "torch-offload-frames.png"), sn)
+                    except Exception as e:
+                        log(f"gpu_train[{cfg}]: no PNG: {e}")
+                    snap_taken = True
+            loss.backward()
+            opt.step()
+            v = loss.item()
+        except torch.cuda.OutOfMemoryError as e:
+            log(f"gpu_train[{cfg}]: OUT OF MEMORY at step {step}: {e}")
+            result["oom"] = True
+            break
+        result["losses"].append(v.hex())
+        result["steps_done"] = step + 1
+        extra = ""
+        if m is not None:
+            s = m.stats()
+            extra = (f" dev {s['frames']['device']} host {s['frames']['host']} frames, "
+                     f"evictions {s['evictions']} restores {s['restores']}")
+        log(f"gpu_train[{cfg}] step {step} loss {v:.6f} ({v.hex()}){extra}")
+    torch.cuda.synchronize()
+    timed = result["steps_done"] - a.warmup
+    result["ms_per_step"] = (time.perf_counter() - t0) * 1e3 / timed if t0 is not None and timed > 0 else float("nan")
+    if m is None:
+        result["peak"] = torch.cuda.max_memory_allocated()
+        result["device_budget"] = torch.cuda.get_device_properties(0).total_memory
+        result["bytes_moved_per_step"] = 0
+    else:
+        s = m.stats()
+        result["stats"] = s
+        result["device_budget"] = s["device_budget"]
+        result["device_bytes_max_sampled"] = dev_max
+        moved = s["bytes_evicted"] + s["bytes_restored"] - moved0
+        result["bytes_moved_per_step"] = moved / timed if timed > 0 else float("nan")
+        result["oom"] = result["oom"] or s["oom_events"] > 0 or bool(ooms)
+        result["memory_stats"] = dict(ght.memory_stats())
+        if off is not None:
+            result["offload"] = dict(off.counters)
+    with open(a.out, "w") as f:
+        json.dump(result, f, indent=1)
+    log(f"gpu_train[{cfg}]: {result['steps_done']} steps, {result['ms_per_step']:.2f} ms/step")
+    return 0
+
+
+# ---------------------------------------------------------------- the parent
+def run_child(a, cfg, tmp, peak=0):
+    out = os.path.join(tmp, f"{cfg}.json")
+    cmd = [sys.executable, "-u", os.path.abspath(__file__), "--only", cfg, "--out", out,
+           "--steps", str(a.steps), "--warmup", str(a.warmup), "--batch", str(a.batch), "--image", str(a.image),
+           "--width", str(a.width), "--blocks", str(a.blocks), "--classes", str(a.classes), "--seed", str(a.seed),
+           "--prefetch-distance", str(a.prefetch_distance), "--budget-fraction", str(a.budget_fraction),
+           "--time-limit", str(a.time_limit), "--peak", str(peak)]
+    if a.snapshot_dir:
+        cmd += ["--snapshot-dir", a.snapshot_dir]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([PYDIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")
+    try:
+        rc = subprocess.run(cmd, env=env, timeout=a.time_limit + 120).returncode
+    except subprocess.TimeoutExpired:
+        log(f"gpu_train: config {cfg} killed after {a.time_limit + 120:.0f} s")
+        return None, 1
+    if rc == SKIP:
+        return None, SKIP
+    if rc != 0 or not os.path.exists(out):
+        log(f"gpu_train: config {cfg} failed (exit {rc})")
+        return None, 1
+    with open(out) as f:
+        return json.load(f), 0
+
+
+def parent(a):
+    torch_or_skip()  # does not initialize CUDA here
+    fails = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ra, rc = run_child(a, "a", tmp)
+        if rc:
+            return rc
+        log(f"gpu_train: (a) peak {ra['peak'] / 2**30:.3f} GiB, {ra['ms_per_step']:.2f} ms/step")
+        rb, rc = run_child(a, "b", tmp)
+        if rc == SKIP:
+            return SKIP
+        rcc, rc2 = run_child(a, "c", tmp, peak=ra["peak"])
+        if rc2 == SKIP:
+            return SKIP
+        results = [("a", ra), ("b", rb), ("c", rcc)]
+    if rc or rb is None:
+        fails.append("config b did not finish")
+    if rc2 or rcc is None:
+        fails.append("config c did not finish")
+    for cfg, r in results[1:]:
+        if r is None:
+            continue
+        if r["losses"] != ra["losses"]:
+            first = next((i for i, (x, y) in enumerate(zip(r["losses"], ra["losses"])) if x != y),
+                         min(len(r["losses"]), len(ra["losses"])))
+            fails.append(f"({cfg}) losses differ from (a) from step {first} "
+                         f"({len(r['losses'])} against {len(ra['losses'])} steps)")
+        if r["oom"]:
+            fails.append(f"({cfg}) met an out-of-memory")
+    if rcc is not None:
+        if rcc["stats"]["evictions"] <= 0:
+            fails.append("(c) evicted nothing")
+        log(f"gpu_train: (c) offload counters {rcc.get('offload')}, evictions {rcc['stats']['evictions']}, "
+            f"restores {rcc['stats']['restores']}, device max (sampled) "
+            f"{rcc['device_bytes_max_sampled'] / 2**30:.3f} GiB of budget {rcc['device_budget'] / 2**30:.3f} GiB")
+    if a.csv:
+        os.makedirs(os.path.dirname(os.path.abspath(a.csv)), exist_ok=True)
+        with open(a.csv, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["config", "ms_per_step", "device_budget_gib", "bytes_moved_per_step", "loss_last"])
+            for cfg, r in results:
+                if r is None:
+                    continue
+                last = float.fromhex(r["losses"][-1]) if r["losses"] else float("nan")
+                w.writerow([r["config"], f"{r['ms_per_step']:.3f}", f"{r['device_budget'] / 2**30:.3f}",
+                            f"{r['bytes_moved_per_step']:.0f}", repr(last)])
+        log(f"gpu_train: wrote {a.csv}")
+    for f in fails:
+        log("gpu_train: FAIL: " + f)
+    if not fails:
+        log(f"gpu_train: PASS: {len(ra['losses'])} steps, losses bitwise equal in all three configs")
+    return 1 if fails else 0
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    if a.warmup >= a.steps:
+        a.warmup = max(0, a.steps - 1)
+    if a.only:
+        return child(a)
+    return parent(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1110 @@
+"""Tests of the gpuheap Python package that need no GPU and no PyTorch or CuPy.
+
+    PYTHONPATH=python python3 -m unittest discover -s python/tests -p 'test_pure*.py'
+
+What needs more is skipped, not failed:
+  - the mirrors of the C header (errors, enums, struct layouts) need the
+    source tree's include/gpuheap.h (layouts also a C compiler);
+  - the tests against the library need libgpuheap.so ($GPUHEAP_LIBRARY, or
+    found next to the package / by the loader). They use the simulated
+    frame provider (backend "sim"), which runs without a GPU.
+PyTorch and CuPy are replaced by small fakes where the glue is tested; the
+real thing is tested by gpu_train.py and gpu_cupy.py on the GPU machine.
+"""
+import ctypes
+import gc
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+import warnings
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYDIR = os.path.dirname(HERE)
+HEADER = os.path.join(os.path.dirname(PYDIR), "include", "gpuheap.h")
+if PYDIR not in sys.path:
+    sys.path.insert(0, PYDIR)
+
+import gpuheap  # noqa: E402
+from gpuheap import _capi, snapshot as snap_mod  # noqa: E402
+import gpuheap.torch as ght  # noqa: E402
+import gpuheap.cupy  # noqa: E402,F401
+
+MiB = 1 << 20
+
+
+def _header():
+    if not os.path.exists(HEADER):
+        raise unittest.SkipTest(f"no {HEADER} (not a source tree)")
+    with open(HEADER) as f:
+        return f.read()
+
+
+_lib_state = {}
+
+
+def _lib():
+    """The library, or skip."""
+    if "lib" not in _lib_state:
+        try:
+            _lib_state["lib"] = gpuheap.library()
+        except gpuheap.Error as e:
+            _lib_state["lib"] = None
+            _lib_state["why"] = str(e)
+    if _lib_state["lib"] is None:
+        raise unittest.SkipTest("no libgpuheap: " + _lib_state["why"][:200])
+    return _lib_state["lib"]
+
+
+def _sim(**kw):
+    _lib()
+    opts = dict(backend="sim", device_budget=32 * MiB, host_budget=64 * MiB, host_pool_frames=0)
+    opts.update(kw)
+    return gpuheap.Manager(**opts)
+
+
+def _run_py(code, extra_path=(), env=None, timeout=120):
+    """Run code in a fresh interpreter (for what changes process-wide state:
+    the global manager, sys.modules fakes). Returns (rc, stdout+stderr)."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join(list(extra_path) + [PYDIR] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
+    if env:
+        e.update(env)
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=e, capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+# ---------------------------------------------------------------- fakes
+class FakeStorage:
+    def __init__(self, ptr, nbytes):
+        self._ptr, self._n = ptr, nbytes
+
+    def data_ptr(self):
+        return self._ptr
+
+    def nbytes(self):
+        return self._n
+
+
+class FakeTensor:
+    """What gpuheap.torch reads of a tensor."""
+
+    def __init__(self, ptr, nbytes, is_cuda=True, leaf=False, requires_grad=False):
+        self._st = FakeStorage(ptr, nbytes)
+        self.is_cuda, self.is_leaf, self.requires_grad = is_cuda, leaf, requires_grad
+        self.grad = None
+        self.hooks = []
+
+    def untyped_storage(self):
+        return self._st
+
+    def register_post_accumulate_grad_hook(self, fn):
+        self.hooks.append(fn)
+        t = self
+
+        class H:
+            def remove(self_):
+                t.hooks.remove(fn)
+        return H()
+
+
+class FakeManager:
+    """Records the calls gpuheap.torch makes; errors can be scripted per
+    (call, ptr). stats()/frame_map() serve the snapshot tests."""
+
+    def __init__(self, stats=None, frames=None):
+        self.calls = []
+        self.fail = {}
+        self._stats, self._frames = stats, frames
+
+    def _do(self, what, ptr, *rest):
+        self.calls.append((what, ptr) + rest)
+        code = self.fail.get((what, ptr))
+        if code is not None:
+            raise gpuheap.Error(code, "scripted", what)
+
+    def evict(self, ptr):
+        self._do("evict", ptr)
+
+    def prefetch(self, ptr, stream=None):
+        self._do("prefetch", ptr)
+
+    def set_kind(self, ptr, kind):
+        self._do("set_kind", ptr, gpuheap.parse_kind(kind))
+
+    def stats(self):
+        return self._stats
+
+    def frame_map(self):
+        if isinstance(self._frames, Exception):
+            raise self._frames
+        return self._frames
+
+
+def fake_stats(**over):
+    s = _capi.TmgrStats()
+    s.frame_bytes = 2 * MiB
+    s.device_budget, s.host_budget = 64 * MiB, 128 * MiB
+    s.frames[0], s.frames[1], s.frames[2] = 100, 6, 3
+    s.heap_frames[1] = 2
+    for k in range(4):
+        s.tensors[k] = k + 1
+        s.tensor_bytes[k] = (k + 1) * MiB
+        s.tensor_bytes_tier[k][1] = (k + 1) * MiB // 2
+        s.tensor_bytes_tier[k][2] = (k + 1) * MiB - (k + 1) * MiB // 2
+    s.pinned_tensors, s.pending_frees, s.host_pool_frames = 1, 2, 3
+    s.evictions, s.restores, s.bytes_evicted, s.bytes_restored = 7, 5, 14 * MiB, 10 * MiB
+    s.oom_events, s.heap_grows, s.heap_shrinks = 1, 4, 2
+    for k, v in over.items():
+        setattr(s, k, v)
+    return s
+
+
+def fake_frames():
+    fb = 2 * MiB
+    base = 0x7F0000000000
+    return [
+        {"va": base, "tier": "device", "kind": "heap", "pinned": False, "heap": True, "tensors": 0, "used_bytes": 0},
+        {"va": base + fb, "tier": "device", "kind": "weights", "pinned": True, "heap": False, "tensors": 3,
+         "used_bytes": fb},
+        {"va": base + 5 * fb, "tier": "host", "kind": "activations", "pinned": False, "heap": False, "tensors": 1,
+         "used_bytes": fb // 2},
+        {"va": base + 6 * fb, "tier": "device", "kind": "workspace", "pinned": False, "heap": False, "tensors": 0,
+         "used_bytes": 0},
+        {"va": base + 7 * fb, "tier": "device", "kind": "optimizer", "pinned": False, "heap": False, "tensors": 2,
+         "used_bytes": 3 * fb // 4},
+    ]
+
+
+# ---------------------------------------------------------------- tests
+class TestImportsAndEnums(unittest.TestCase):
+    def test_import_without_frameworks(self):
+        rc, out = _run_py("""
+            import sys
+            sys.modules['torch'] = None; sys.modules['cupy'] = None; sys.modules['matplotlib'] = None
+            import gpuheap, gpuheap.torch, gpuheap.cupy, gpuheap.snapshot
+            try:
+                gpuheap.torch.enable()
+            except gpuheap.Error as e:
+                assert e.code == gpuheap.ERR_UNSUPPORTED and 'PyTorch' in str(e), e
+            try:
+                gpuheap.cupy.enable()
+            except gpuheap.Error as e:
+                assert e.code == gpuheap.ERR_UNSUPPORTED and 'CuPy' in str(e), e
+            print('ok')
+        """)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+    def test_version(self):
+        hdr = _header()
+        v = [re.search(rf"#define GPUHEAP_VERSION_{p} (\d+)", hdr).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+        self.assertEqual(gpuheap.__version__, ".".join(v))
+
+    def test_enums_match_header(self):
+        hdr = _header()
+        for enum_cls, prefix in ((gpuheap.Tier, "GH_TIER_"), (gpuheap.Kind, "GH_KIND_"),
+                                 (gpuheap.Backend, "GH_BACKEND_")):
+            found = dict((m.group(1), int(m.group(2)))
+                         for m in re.finditer(rf"{prefix}(\w+)\s*=\s*(\d+)", hdr) if m.group(1) != "COUNT")
+            self.assertEqual(found, {e.name: e.value for e in enum_cls}, prefix)
+        self.assertEqual(int(re.search(r"GH_TIER_COUNT\s*=\s*(\d+)", hdr).group(1)), _capi.TIER_COUNT)
+        self.assertEqual(int(re.search(r"GH_KIND_COUNT\s*=\s*(\d+)", hdr).group(1)), _capi.KIND_COUNT)
+        self.assertEqual(int(re.search(r"GH_TMGR_GROW_ON_DEMAND (\d+)u", hdr).group(1)), _capi.TMGR_GROW_ON_DEMAND)
+
+    def test_errors_match_header(self):
+        hdr = _header()
+        table = re.findall(r'X\((\w+),\s*(-\d+),\s*"([^"]*)"\)', hdr)
+        self.assertEqual([(n, int(c), t) for n, c, t in table], gpuheap.ERRNO_MAP)
+
+    def test_every_prototype_is_in_header(self):
+        hdr = _header()
+        for name in _capi.PROTOTYPES:
+            self.assertRegex(hdr, rf"\b{name}\(", name)
+
+
+class TestLayout(unittest.TestCase):
+    """The ctypes mirrors against the C compiler's view of the header."""
+
+    def test_struct_layouts(self):
+        hdr = _header()
+        cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
+        if not cc:
+            self.skipTest("no C compiler")
+        structs = [("gh_heap_options_t", _capi.HeapOptions), ("gh_tmgr_options_t", _capi.TmgrOptions),
+                   ("gh_tmgr_stats_t", _capi.TmgrStats)]
+        if "gh_frame_info_t" in hdr:
+            structs.append(("gh_frame_info_t", _capi.FrameInfo))
+        lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "gpuheap.h"', "int main(void) {"]
+        for cname, py in structs:
+            lines.append(f'printf("{cname} sizeof %zu\\n", sizeof({cname}));')
+            for fname, _ in py._fields_:
+                lines.append(f'printf("{cname} {fname} %zu\\n", offsetof({cname}, {fname}));')
+        lines.append("return 0; }")
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+            with open(src, "w") as f:
+                f.write("\n".join(lines))
+            p = subprocess.run([cc, "-std=c11", "-I", os.path.dirname(HEADER), src, "-o", exe],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+        seen = {}
+        for line in out.splitlines():
+            cname, field, value = line.split()
+            seen[(cname, field)] = int(value)
+        for cname, py in structs:
+            self.assertEqual(seen[(cname, "sizeof")], ctypes.sizeof(py), cname)
+            for fname, _ in py._fields_:
+                self.assertEqual(seen[(cname, fname)], getattr(py, fname).offset, f"{cname}.{fname}")
+
+
+class TestErrors(unittest.TestCase):
+    def test_error_fields(self):
+        e = gpuheap.Error(gpuheap.ERR_BUDGET, "wanted 3 GiB", "gh_tensor_alloc")
+        self.assertIsInstance(e, RuntimeError)
+        self.assertEqual(e.code, -8)
+        self.assertEqual(e.name, "GH_ERR_BUDGET")
+        self.assertEqual(e.message, "the memory budget is exhausted")
+        self.assertEqual(str(e), "gh_tensor_alloc: GH_ERR_BUDGET: the memory budget is exhausted (wanted 3 GiB)")
+
+    def test_names_and_messages(self):
+        for name, code, text in gpuheap.ERRNO_MAP:
+            self.assertEqual(getattr(gpuheap, "ERR_" + name), code)
+            self.assertEqual(gpuheap.err_name(code), "GH_ERR_" + name)
+            self.assertEqual(gpuheap.strerror(code), text)
+        self.assertEqual(gpuheap.err_name(0), "GH_OK")
+        self.assertEqual(gpuheap.strerror(0), "success")
+        self.assertNotIn("GH_ERR_PINNED", gpuheap.err_name(-99))
+
+    def test_library_agrees(self):
+        lib = _lib()
+        for name, code, text in gpuheap.ERRNO_MAP:
+            self.assertEqual(lib.gh_err_name(code).decode(), "GH_ERR_" + name)
+            self.assertEqual(lib.gh_strerror(code).decode(), text)
+
+    def test_check_reads_detail(self):
+        _lib()
+        with self.assertRaises(gpuheap.Error) as cm:
+            gpuheap.Manager(backend="sim", device_budget=4096)  # below one frame
+        self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
+        self.assertIn("gh_tmgr_create", str(cm.exception))
+        self.assertTrue(cm.exception.detail)
+
+
+class TestOptions(unittest.TestCase):
+    def test_parse_size(self):
+        P = gpuheap.parse_size
+        self.assertEqual(P(0), 0)
+        self.assertEqual(P(4096), 4096)
+        self.assertEqual(P(2.0 * MiB), 2 * MiB)
+        self.assertEqual(P("512"), 512)
+        self.assertEqual(P("64MiB"), 64 * MiB)
+        self.assertEqual(P("64 mib"), 64 * MiB)
+        self.assertEqual(P("1.5G"), 3 << 29)
+        self.assertEqual(P("8GiB"), 8 << 30)
+        self.assertEqual(P("2GB"), 2 * 10 ** 9)
+        self.assertEqual(P("4k"), 4096)
+        self.assertEqual(P("1TiB"), 1 << 40)
+        for bad in (-1, "-1", "abc", "12 parsecs", "", None, True, 1.5, float("nan"), [1], 1 << 64):
+            with self.assertRaises(gpuheap.Error, msg=repr(bad)) as cm:
+                P(bad)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
+
+    def test_validate(self):
+        v = gpuheap.validate_options(device_budget="1GiB", host_budget=2 << 30, low_watermark=0.5,
+                                     high_watermark=1, backend="sim", device=0, host_pool_frames=0,
+                                     heap_bytes="64MiB", heap_max_bytes="128MiB", heap={"page_bytes": 16384},
+                                     grow_on_demand=1)
+        self.assertEqual(v, {"device_budget": 1 << 30, "host_budget": 2 << 30, "low_watermark": 0.5,
+                             "high_watermark": 1.0, "backend": gpuheap.Backend.SIM, "device": 0,
+                             "host_pool_frames": 0, "heap_bytes": 64 * MiB, "heap_max_bytes": 128 * MiB,
+                             "heap": {"page_bytes": 16384}, "grow_on_demand": True})
+        self.assertEqual(gpuheap.validate_options(), {})
+        self.assertEqual(gpuheap.validate_options(backend="cuda").get("backend"), gpuheap.Backend.CUDA_VMM)
+
+    def test_validate_rejects(self):
+        bad = [dict(low_watermark=0), dict(low_watermark=1.5), dict(high_watermark=-0.1), dict(high_watermark="x"),
+               dict(low_watermark=True), dict(device_budget=-1), dict(host_budget="lots"), dict(device=-2),
+               dict(device=1.0), dict(backend="tpu"), dict(backend=7), dict(host_pool_frames=-1),
+               dict(host_pool_frames=1 << 32), dict(heap_bytes="2MiB", heap_max_bytes="1MiB"),
+               dict(heap={"page_bytes": 3000}), dict(heap={"page_bytes": 1 << 17}), dict(heap={"colour": 1}),
+               dict(heap=[1])]
+        for kw in bad:
+            with self.assertRaises(gpuheap.Error, msg=repr(kw)) as cm:
+                gpuheap.validate_options(**kw)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL, kw)
+        with self.assertRaises(TypeError):
+            gpuheap.validate_options(budget=1)
+
+    def test_kinds(self):
+        K = gpuheap.Kind
+        for s, k in (("weights", K.WEIGHTS), ("Parameters", K.WEIGHTS), ("buffers", K.WEIGHTS),
+                     ("activations", K.ACTIVATIONS), ("optimizer", K.OPTIMIZER), ("optimizer-state", K.OPTIMIZER),
+                     ("gradients", K.OPTIMIZER), ("grads", K.OPTIMIZER), ("workspace", K.WORKSPACE),
+                     (3, K.WEIGHTS), (0, K.WORKSPACE), (K.OPTIMIZER, K.OPTIMIZER)):
+            self.assertIs(gpuheap.parse_kind(s), k, s)
+        for bad in ("heap", "", 4, -1, None, True, 1.0):
+            with self.assertRaises(gpuheap.Error, msg=repr(bad)):
+                gpuheap.parse_kind(bad)
+        self.assertEqual([k.value for k in K], [0, 1, 2, 3])  # eviction order: workspace first, weights last
+
+    def test_options_struct_only_overrides_given(self):
+        lib = _lib()
+        o = gpuheap._options_struct(lib, gpuheap.validate_options(device_budget="1GiB", grow_on_demand=True,
+                                                                  heap={"slots": 5}))
+        self.assertEqual(o.device_budget, 1 << 30)
+        self.assertEqual(o.flags & _capi.TMGR_GROW_ON_DEMAND, 1)
+        self.assertEqual(o.heap.slots, 5)
+        self.assertEqual(o.device, -1)  # the library's defaults stay
+        self.assertAlmostEqual(o.low_watermark, 0.85)
+        self.assertEqual(o.host_pool_frames, 16)
+
+
+class TestLibraryLookup(unittest.TestCase):
+    def test_candidates(self):
+        self.assertEqual(_capi.candidates({"GPUHEAP_LIBRARY": "/x/libgpuheap.so"}), [("/x/libgpuheap.so", True)])
+        with tempfile.TemporaryDirectory() as d:
+            open(os.path.join(d, "libgpuheap.so"), "w").close()
+            c = _capi.candidates({}, here=d)
+            self.assertEqual(c[0], (os.path.join(d, "libgpuheap.so"), False))
+            self.assertIn(("libgpuheap.so", False), c)
+            self.assertIn(("libgpuheap.so.0", False), c)
+
+    def test_missing_library_is_an_error(self):
+        rc, out = _run_py("""
+            import gpuheap
+            try:
+                gpuheap.Manager()
+            except gpuheap.Error as e:
+                assert e.code == gpuheap.ERR_UNSUPPORTED, e
+                assert '/nonexistent/libgpuheap.so' in str(e) and 'GPUHEAP_LIBRARY' in str(e), e
+                print('ok')
+        """, env={"GPUHEAP_LIBRARY": "/nonexistent/libgpuheap.so"})
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+    def test_path_is_the_loaded_file(self):
+        lib = _lib()
+        self.assertTrue(os.path.isabs(lib.path) and os.path.exists(lib.path), lib.path)
+
+
+class TestStats(unittest.TestCase):
+    def test_stats_to_dict(self):
+        d = gpuheap.stats_to_dict(fake_stats())
+        self.assertEqual(d["frames"], {"none": 100, "device": 6, "host": 3})
+        self.assertEqual(d["heap_frames"], {"none": 0, "device": 2, "host": 0})
+        self.assertEqual(d["tensors"], {"workspace": 1, "activations": 2, "optimizer": 3, "weights": 4})
+        self.assertEqual(d["tensor_bytes_tier"]["weights"], {"none": 0, "device": 2 * MiB, "host": 2 * MiB})
+        self.assertEqual(d["evictions"], 7)
+        json.dumps(d)
+
+    def test_torch_style(self):
+        st = gpuheap.stats_to_dict(fake_stats())
+        m = ght.torch_style_stats(st)
+        self.assertEqual(list(m), sorted(m))
+        self.assertEqual(m["allocated_bytes.all.current"], 10 * MiB)
+        self.assertEqual(m["reserved_bytes.all.current"], (6 + 3 + 2) * 2 * MiB)
+        self.assertEqual(m["allocation.all.current"], 10)
+        self.assertEqual(m["num_ooms"], 1)
+        self.assertEqual(m["gpuheap.device_bytes"], 8 * 2 * MiB)
+        self.assertEqual(m["gpuheap.host_bytes"], 3 * 2 * MiB)
+        self.assertEqual(m["gpuheap.allocated_bytes.device.current"] + m["gpuheap.allocated_bytes.host.current"],
+                         m["allocated_bytes.all.current"])
+        self.assertEqual(m["gpuheap.allocated_bytes.weights.current"], 4 * MiB)
+        self.assertEqual(m["gpuheap.evictions"], 7)
+        self.assertFalse([k for k in m if k.endswith(".peak")])  # the library keeps no peaks
+        fm = FakeManager(stats=st)
+        self.assertEqual(ght.memory_stats(fm), m)
+
+    def test_frame_to_dict(self):
+        f = _capi.FrameInfo(va=0x1000, tier=2, kind=3, pinned=0, heap=0, tensors=4, used_bytes=99)
+        self.assertEqual(gpuheap.frame_to_dict(f), {"va": 0x1000, "tier": "host", "kind": "weights",
+                                                    "pinned": False, "heap": False, "tensors": 4, "used_bytes": 99})
+        h = _capi.FrameInfo(va=0, tier=1, kind=255, pinned=1, heap=1)
+        self.assertEqual(gpuheap.frame_to_dict(h)["kind"], "heap")
+
+
+class FakeLib:
+    """Stands in for the library's frame-map and cache calls (not all
+    libraries have them yet), with C's calling convention."""
+    path = "fake"
+
+    def __init__(self, frames, grow_once=0, empty_cache=True):
+        self.frames, self.grow_once, self.calls = frames, grow_once, []
+        if not empty_cache:
+            self.gh_tmgr_empty_cache = None
+
+    def gh_tmgr_frame_map(self, h, out, cap, count_p):
+        self.calls.append(("frame_map", cap))
+        if self.grow_once and out is not None:  # frames mapped between the two calls
+            self.frames = self.frames + [self.frames[-1]] * self.grow_once
+            self.grow_once = 0
+        for i in range(min(cap, len(self.frames))):
+            out[i] = self.frames[i]
+        count_p._obj.value = len(self.frames)
+        return 0
+
+    def gh_tmgr_empty_cache(self, h):
+        self.calls.append(("empty_cache",))
+        return 0
+
+    def gh_tmgr_maintain(self, h):
+        self.calls.append(("maintain",))
+        return 0
+
+
+class TestFrameMapBinding(unittest.TestCase):
+    def frames(self, n):
+        return [_capi.FrameInfo(va=0x200000 * (i + 1), tier=1 + i % 2, kind=i % 4, pinned=i == 0, heap=0,
+                                tensors=i, used_bytes=4096 * i) for i in range(n)]
+
+    def test_two_calls(self):
+        lib = FakeLib(self.frames(5))
+        m = gpuheap.Manager._borrow(0x1234, lib)
+        fm = m.frame_map()
+        self.assertEqual(len(fm), 5)
+        self.assertEqual(fm[1], {"va": 0x400000, "tier": "host", "kind": "activations", "pinned": False,
+                                 "heap": False, "tensors": 1, "used_bytes": 4096})
+        self.assertEqual(lib.calls[0], ("frame_map", 0))
+
+    def test_grows_between_calls(self):
+        lib = FakeLib(self.frames(3), grow_once=100)  # more than the slack of the second call
+        m = gpuheap.Manager._borrow(0x1234, lib)
+        self.assertEqual(len(m.frame_map()), 103)
+        self.assertEqual(len(lib.calls), 3)
+
+    def test_empty_cache_and_fallback(self):
+        lib = FakeLib([])
+        gpuheap.Manager._borrow(0x1234, lib).empty_cache()
+        self.assertEqual(lib.calls, [("empty_cache",)])
+        old = FakeLib([], empty_cache=False)
+        gpuheap.Manager._borrow(0x1234, old).empty_cache()
+        self.assertEqual(old.calls, [("maintain",)])
+        self.assertEqual(gpuheap.Manager._borrow(0x1234, lib).frame_map(), [])
+
+    def test_missing_frame_map(self):
+        lib = FakeLib([])
+        lib.gh_tmgr_frame_map = None
+        with self.assertRaises(gpuheap.Error) as cm:
+            gpuheap.Manager._borrow(0x1234, lib).frame_map()
+        self.assertEqual(cm.exception.code, gpuheap.ERR_UNSUPPORTED)
+
+
+class TestSnapshot(unittest.TestCase):
+    def _snap(self, frames=None):
+        fm = FakeManager(stats=gpuheap.stats_to_dict(fake_stats()), frames=fake_frames() if frames is None else frames)
+        return snap_mod.snapshot(fm)
+
+    def test_snapshot_dict(self):
+        s = self._snap()
+        self.assertEqual(json.loads(json.dumps(s)), s)
+        self.assertEqual(s["version"], 1)
+        self.assertEqual(s["tiers"]["device"]["frames"], 6)
+        self.assertEqual(s["tiers"]["device"]["bytes"], 8 * 2 * MiB)
+        self.assertEqual(s["tiers"]["host"]["tensor_bytes"], sum(s["kinds"][k]["bytes_by_tier"]["host"]
+                                                                 for k in snap_mod.KINDS))
+        self.assertEqual(s["kinds"]["optimizer"]["tensors"], 3)
+        self.assertEqual(s["counters"]["bytes_evicted"], 14 * MiB)
+        self.assertEqual(len(s["frames"]), 5)
+
+    def test_layout(self):
+        cells = snap_mod.layout(self._snap(), columns=4)
+        self.assertEqual([c["state"] for c in cells], ["heap", "device", "gap", "host", "free", "device"])
+        self.assertEqual(cells[2]["gap_frames"], 3)
+        self.assertEqual([(c["x"], c["y"]) for c in cells], [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1)])
+
+    def test_html(self):
+        s = self._snap()
+        page = snap_mod.to_html(s, columns=4, title="<frames & more>")
+        self.assertTrue(page.startswith("<!DOCTYPE html>"))
+        self.assertIn("&lt;frames &amp; more&gt;", page)
+        self.assertNotIn("<frames & more>", page)
+        self.assertEqual(page.count("<title>") - 1, 6)  # one tooltip a cell, plus the page title
+        self.assertIn("PINNED", page)
+        self.assertIn("0x7f0000200000", page)
+        self.assertIn(snap_mod.COLORS["host"], page)
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "f.html")
+            snap_mod.write_html(p, s)
+            self.assertGreater(os.path.getsize(p), 1000)
+            j = os.path.join(d, "s.json")
+            snap_mod.write_json(j, s)
+            h2 = os.path.join(d, "g.html")
+            self.assertEqual(snap_mod.main([j, "--html", h2]), 0)
+            self.assertTrue(os.path.exists(h2))
+
+    def test_without_frame_map(self):
+        s = self._snap(frames=gpuheap.Error(gpuheap.ERR_UNSUPPORTED, "old library", "gh_tmgr_frame_map"))
+        self.assertIsNone(s["frames"])
+        self.assertIn("old library", s["frames_error"])
+        self.assertIn("No frame map", snap_mod.to_html(s))
+        self.assertEqual(snap_mod.layout(s), [])
+
+    def test_empty_and_large(self):
+        self.assertIn("<svg", snap_mod.to_html(self._snap(frames=[])))
+        fb = 2 * MiB
+        many = [{"va": i * fb, "tier": "device" if i % 3 else "host", "kind": "activations", "pinned": False,
+                 "heap": False, "tensors": 1, "used_bytes": fb} for i in range(5000)]
+        cells = snap_mod.layout(self._snap(frames=many))
+        self.assertEqual(len(cells), 5000)
+        self.assertEqual(cells[-1]["y"], 4999 // 64)
+
+    def test_png(self):
+        try:
+            import matplotlib  # noqa: F401
+            del matplotlib
+        except Exception:
+            rc, out = _run_py("""
+                import gpuheap, gpuheap.snapshot as s
+                try:
+                    s.write_png('/nonexistent.png', {'frame_bytes': 1})
+                except gpuheap.Error as e:
+                    assert e.code == gpuheap.ERR_UNSUPPORTED and 'matplotlib' in str(e), e
+                    print('ok')
+            """)
+            self.assertEqual(rc, 0, out)
+            self.assertIn("ok", out)
+            return
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "f.png")
+            snap_mod.write_png(p, self._snap())
+            with open(p, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+
+
+class TestOffloadBookkeeping(unittest.TestCase):
+    """gpuheap.torch.Offload's hooks, driven by hand with fake tensors."""
+
+    def make(self, **kw):
+        fm = FakeManager()
+        kw.setdefault("min_bytes", MiB)
+        off = ght.Offload(manager=fm, stream=lambda: None, **kw)
+        return fm, off
+
+    @staticmethod
+    def tensors(n, size=4 * MiB, base=0x10000000):
+        return [FakeTensor(base + i * 0x1000000, size) for i in range(n)]
+
+    def test_pack_returns_the_tensor_and_evicts_behind(self):
+        fm, off = self.make(keep_last=2, prefetch_distance=2)
+        ts = self.tensors(6)
+        for t in ts:
+            self.assertIs(off.pack(t), t)  # no copy, no new object
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        self.assertEqual(fm.calls, [("evict", p) for p in ptr[:4]])  # the last 2 stay on the device
+        self.assertEqual(off.counters["packed"], 6)
+        self.assertEqual(off.counters["evicted"], 4)
+
+    def test_unpack_prefetches_in_reverse_order(self):
+        fm, off = self.make(keep_last=2, prefetch_distance=2)
+        ts = self.tensors(6)
+        for t in ts:
+            off.pack(t)
+        fm.calls.clear()
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        order = []
+        for t in reversed(ts):  # backward uses them last-saved first
+            self.assertIs(off.unpack(t), t)
+            order.append([c[1] for c in fm.calls])
+            fm.calls.clear()
+        self.assertEqual(order, [[ptr[5], ptr[4], ptr[3]], [ptr[2]], [ptr[1]], [ptr[0]], [], []])
+        self.assertEqual(off.counters["prefetched"], 6)
+        self.assertEqual(off.counters["unpacked"], 6)
+
+    def test_distance_zero_and_out_of_order(self):
+        fm, off = self.make(keep_last=0, prefetch_distance=0)
+        ts = self.tensors(3)
+        for t in ts:
+            off.pack(t)
+        self.assertEqual([c[0] for c in fm.calls], ["evict"] * 3)
+        fm.calls.clear()
+        off.unpack(ts[1])
+        off.unpack(ts[1])  # unpacked twice (retain_graph): prefetched once
+        off.unpack(ts[2])
+        self.assertEqual(fm.calls, [("prefetch", ts[1].untyped_storage().data_ptr()),
+                                    ("prefetch", ts[2].untyped_storage().data_ptr())])
+
+    def test_skips(self):
+        fm, off = self.make(keep_last=0)
+        small = FakeTensor(0x1000, 4096)
+        cpu = FakeTensor(0x2000, 8 * MiB, is_cuda=False)
+        empty = FakeTensor(0, 0)
+        param = FakeTensor(0x3000000, 8 * MiB, leaf=True, requires_grad=True)
+        for t in (small, cpu, empty, param):
+            self.assertIs(off.pack(t), t)
+            self.assertIs(off.unpack(t), t)
+        self.assertEqual(fm.calls, [])
+        self.assertEqual(off.counters["skipped"], 4)
+        ght._protected.add(0x4000000)  # marked weights by mark_model
+        try:
+            w = FakeTensor(0x4000000, 8 * MiB)
+            self.assertIs(off.pack(w), w)
+        finally:
+            ght._protected.discard(0x4000000)
+        self.assertEqual(fm.calls, [])
+
+    def test_same_storage_saved_twice(self):
+        fm, off = self.make(keep_last=1, prefetch_distance=1)
+        a, b = self.tensors(2)
+        view = FakeTensor(a.untyped_storage().data_ptr(), 4 * MiB)  # another tensor into a's storage
+        off.pack(a)
+        off.pack(view)
+        self.assertEqual(off.counters["packed"], 1)
+        off.pack(b)
+        self.assertEqual(fm.calls, [("evict", a.untyped_storage().data_ptr())])
+        self.assertEqual(len(off.pending()), 2)
+
+    def test_dead_entries_are_skipped_and_pruned(self):
+        fm, off = self.make(keep_last=5, prefetch_distance=1)
+        ts = self.tensors(4)
+        for t in ts:
+            off.pack(t)
+        p = [t.untyped_storage().data_ptr() for t in ts]
+        del ts[1:3]  # their graph was freed
+        gc.collect()
+        off.unpack(ts[1])  # the last one saved
+        self.assertEqual([c[1] for c in fm.calls], [p[3], p[0]])  # the dead ones between are not counted
+        off._prune()
+        self.assertEqual(off.pending(), [p[0]])  # dead and unpacked entries go
+
+    def test_reused_across_steps(self):
+        """One Offload for every step; an input tensor that lives across steps
+        is tracked again in each forward."""
+        fm, off = self.make(keep_last=0, prefetch_distance=0)
+        x, a = self.tensors(2)
+        for step in range(2):
+            off._prune()  # what __enter__ does
+            off.pack(x)
+            off.pack(a)
+            off.unpack(a)
+            off.unpack(x)
+        px, pa = x.untyped_storage().data_ptr(), a.untyped_storage().data_ptr()
+        self.assertEqual(fm.calls, [("evict", px), ("evict", pa), ("prefetch", pa), ("prefetch", px)] * 2)
+        off._prune()
+        self.assertEqual(off.pending(), [])
+
+    def test_hint_errors_never_raise(self):
+        fm, off = self.make(keep_last=0, prefetch_distance=1)
+        a, b, c = self.tensors(3)
+        pa, pb, pc = (t.untyped_storage().data_ptr() for t in (a, b, c))
+        fm.fail[("evict", pa)] = gpuheap.ERR_FOREIGN  # not a gpuheap allocation
+        fm.fail[("evict", pb)] = gpuheap.ERR_PINNED
+        fm.fail[("evict", pc)] = gpuheap.ERR_CUDA
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for t in (a, b, c):
+                off.pack(t)
+        self.assertEqual(off.counters["foreign"], 1)
+        self.assertEqual(off.counters["hint_errors"], 1)
+        self.assertEqual(len([x for x in w if issubclass(x.category, RuntimeWarning)]), 1)
+        fm.calls.clear()
+        off.unpack(c)
+        off.unpack(b)
+        off.unpack(a)  # dropped: not prefetched
+        self.assertEqual([x[1] for x in fm.calls], [pc, pb])
+
+    def test_validation(self):
+        for kw in (dict(prefetch_distance=-1), dict(keep_last=-2), dict(prefetch_distance=1.5),
+                   dict(min_bytes="lots")):
+            with self.assertRaises(gpuheap.Error, msg=repr(kw)):
+                ght.Offload(manager=FakeManager(), **kw)
+
+    def test_needs_enable(self):
+        off = ght.Offload()
+        with self.assertRaises(gpuheap.Error) as cm:
+            off.manager
+        self.assertIn("enable()", str(cm.exception))
+
+
+class TestMarkModel(unittest.TestCase):
+    def test_kinds_and_hooks(self):
+        fm = FakeManager()
+        w = FakeTensor(0x100000, 8192, leaf=True, requires_grad=True)
+        w.grad = FakeTensor(0x200000, 8192)
+        buf = FakeTensor(0x300000, 256, leaf=True)
+        cpu = FakeTensor(0x400000, 8, is_cuda=False, leaf=True, requires_grad=True)
+
+        class Model:
+            def parameters(self):
+                return iter([w, cpu])
+
+            def buffers(self):
+                return iter([buf])
+
+        class Opt:
+            def __init__(self):
+                self.state = {}
+                self.hooks = []
+
+            def register_step_post_hook(self, fn):
+                self.hooks.append(fn)
+
+                class H:
+                    def remove(h):
+                        self.hooks.remove(fn)
+                return H()
+
+        opt = Opt()
+        try:
+            marks = ght.mark_model(Model(), opt, manager=fm)
+            K = gpuheap.Kind
+            self.assertEqual(fm.calls, [("set_kind", 0x100000, K.WEIGHTS), ("set_kind", 0x300000, K.WEIGHTS),
+                                        ("set_kind", 0x200000, K.OPTIMIZER)])
+            self.assertEqual(marks.counts, {"weights": 2, "optimizer": 0, "gradients": 1, "foreign": 0})
+            self.assertIn(0x100000, ght._protected)
+            fm.calls.clear()
+            # the optimizer's first step makes its state; the post hook marks it, once
+            opt.state[w] = {"momentum_buffer": FakeTensor(0x500000, 8192), "step": 3}
+            opt.hooks[0](opt, (), {})
+            opt.hooks[0](opt, (), {})
+            self.assertEqual(fm.calls, [("set_kind", 0x500000, K.OPTIMIZER)])
+            # a new gradient each step
+            fm.calls.clear()
+            w.grad = FakeTensor(0x600000, 8192)
+            w.hooks[0](w)
+            self.assertEqual(fm.calls, [("set_kind", 0x600000, K.OPTIMIZER)])
+            # foreign storages are counted, not raised
+            fm.fail[("set_kind", 0x700000)] = gpuheap.ERR_FOREIGN
+            w.grad = FakeTensor(0x700000, 8192)
+            w.hooks[0](w)
+            self.assertEqual(marks.counts["foreign"], 1)
+            marks.remove()
+            self.assertEqual(opt.hooks, [])
+            self.assertEqual(w.hooks, [])
+        finally:
+            ght._protected.clear()
+
+
+FAKE_TORCH = '''
+"""A stand-in for PyTorch: what gpuheap.torch.enable touches."""
+import os
+STATE = {"initialized": os.environ.get("FAKE_TORCH_INIT") == "1", "allocated": 0, "installed": None,
+         "swap_fails": os.environ.get("FAKE_TORCH_SWAP_FAILS") == "1"}
+
+class _Memory:
+    class CUDAPluggableAllocator:
+        def __init__(self, path, alloc, free):
+            self.args = (path, alloc, free)
+    @staticmethod
+    def change_current_allocator(a):
+        if STATE["swap_fails"]:
+            raise RuntimeError("Can't swap an already initialized allocator")
+        STATE["installed"] = a
+
+class cuda:
+    memory = _Memory
+    @staticmethod
+    def is_initialized():
+        return STATE["initialized"]
+    @staticmethod
+    def is_available():
+        return True
+    @staticmethod
+    def memory_allocated(device=None):
+        return STATE["allocated"]
+'''
+
+
+class TestTorchEnableWithFake(unittest.TestCase):
+    def run_fake(self, code, **env):
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "torch"))
+            with open(os.path.join(d, "torch", "__init__.py"), "w") as f:
+                f.write(FAKE_TORCH)
+            return _run_py(code, extra_path=[d], env=env)
+
+    def test_too_late(self):
+        rc, out = self.run_fake("""
+            import gpuheap, gpuheap.torch
+            try:
+                gpuheap.torch.enable(device_budget='1GiB')
+            except gpuheap.Error as e:
+                assert e.code == gpuheap.ERR_INVAL, e
+                assert 'call gpuheap.torch.enable() before the first CUDA tensor' in str(e), e
+                print('ok')
+        """, FAKE_TORCH_INIT="1")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+    def test_bad_options_before_anything(self):
+        rc, out = self.run_fake("""
+            import gpuheap, gpuheap.torch
+            try:
+                gpuheap.torch.enable(device_budget='-5')
+            except gpuheap.Error as e:
+                assert e.code == gpuheap.ERR_INVAL and 'device_budget' in str(e), e
+                print('ok')
+        """)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+    def test_enable_installs_the_library(self):
+        _lib()
+        rc, out = self.run_fake("""
+            import gpuheap, gpuheap.torch, torch
+            m = gpuheap.torch.enable(device_budget='64MiB', host_budget='64MiB', backend='sim', host_pool_frames=0)
+            a = torch.STATE['installed']
+            assert a.args == (gpuheap.library_path(), 'gh_torch_alloc', 'gh_torch_free'), a.args
+            assert gpuheap.torch.enable() is m
+            assert gpuheap.global_manager() is m
+            # the entry point PyTorch will call serves from this manager
+            lib = gpuheap.library()
+            p = lib.gh_torch_alloc(3 << 20, 0, None)
+            assert p and m.tier(p) == gpuheap.Tier.DEVICE
+            s = gpuheap.torch.memory_stats()
+            assert s['allocated_bytes.all.current'] == 3 << 20, s
+            m.evict(p); assert m.tier(p) == gpuheap.Tier.HOST
+            lib.gh_torch_free(p, 3 << 20, 0, None)
+            gpuheap.torch.empty_cache()
+            try:
+                m.close()
+            except gpuheap.Error as e:
+                assert 'process' in str(e)
+            print('ok')
+        """)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+    def test_swap_refused(self):
+        _lib()
+        rc, out = self.run_fake("""
+            import gpuheap, gpuheap.torch
+            try:
+                gpuheap.torch.enable(device_budget='64MiB', backend='sim', host_pool_frames=0)
+            except gpuheap.Error as e:
+                assert 'before the first CUDA tensor' in str(e) and "Can't swap" in str(e), e
+            # the manager was taken back: another can be made global
+            m = gpuheap.Manager(backend='sim', device_budget='64MiB', host_pool_frames=0).set_global()
+            print('ok')
+        """, FAKE_TORCH_SWAP_FAILS="1")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+
+FAKE_CUPY = '''
+"""A stand-in for CuPy: CFunctionAllocator calls the C functions as CuPy does."""
+import ctypes
+_alloc = [None]
+
+class OutOfMemoryError(MemoryError):
+    def __init__(self, size, total, limit=0):
+        super().__init__(size, total, limit)
+
+class MemoryPointer:
+    def __init__(self, ptr, size, free):
+        self.ptr, self.size, self._free = ptr, size, free
+    def release(self):
+        if self.ptr:
+            self._free(self.ptr)
+            self.ptr = 0
+
+class CFunctionAllocator:
+    def __init__(self, param, malloc_func, free_func, owner):
+        self._m = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)(malloc_func)
+        self._f = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)(free_func)
+        self._param, self.owner = param, owner
+    def malloc(self, size):
+        p = self._m(self._param, size, 0) if size else 0
+        return MemoryPointer(p or 0, size, lambda ptr: self._f(self._param, ptr, 0))
+
+class _memory:
+    pass
+_memory.CFunctionAllocator = CFunctionAllocator
+_memory.OutOfMemoryError = OutOfMemoryError
+
+class cuda:
+    memory = _memory
+    @staticmethod
+    def set_allocator(a):
+        _alloc[0] = a
+    @staticmethod
+    def get_allocator():
+        return _alloc[0]
+'''
+
+
+class TestCupyEnableWithFake(unittest.TestCase):
+    def test_enable(self):
+        _lib()
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, "cupy"))
+            with open(os.path.join(d, "cupy", "__init__.py"), "w") as f:
+                f.write(FAKE_CUPY)
+            rc, out = _run_py("""
+                import gpuheap, gpuheap.cupy, cupy
+                m = gpuheap.cupy.enable(device_budget='16MiB', host_budget='16MiB', backend='sim',
+                                        host_pool_frames=0)
+                malloc = cupy.cuda.get_allocator()
+                a = malloc(5 << 20)
+                assert a.ptr and m.tier(a.ptr) == gpuheap.Tier.DEVICE
+                assert m.stats()['tensor_bytes']['activations'] == 5 << 20
+                assert malloc(0).ptr == 0
+                big = []
+                try:
+                    for _ in range(40):
+                        big.append(malloc(4 << 20))
+                except cupy.cuda.memory.OutOfMemoryError as e:
+                    assert 'gpuheap' in str(e), e
+                else:
+                    raise AssertionError('no OutOfMemoryError past both budgets')
+                assert m.stats()['frames']['host'] > 0  # the device budget spilled to the host first
+                for b in big:
+                    b.release()
+                a.release()
+                m.maintain()
+                assert m.stats()['tensors']['activations'] == 0, m.stats()
+                assert gpuheap.cupy.enable() is m
+                gpuheap.cupy.disable()
+                assert cupy.cuda.get_allocator() is None
+                print('ok')
+            """, extra_path=[d])
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+
+class TestManagerOnSimulation(unittest.TestCase):
+    """The bindings against the real library, with its simulated frames."""
+
+    def test_tensor_calls(self):
+        with _sim() as m:
+            p = m.alloc("3MiB", "weights")
+            q = m.alloc(4096, gpuheap.Kind.ACTIVATIONS)
+            self.assertEqual(p % 256, 0)
+            self.assertEqual(m.tier(p), gpuheap.Tier.DEVICE)
+            m.evict(p)
+            self.assertEqual(m.tier(p), gpuheap.Tier.HOST)
+            m.prefetch(p)
+            self.assertEqual(m.tier(p), gpuheap.Tier.DEVICE)
+            m.pin(p)
+            with self.assertRaises(gpuheap.Error) as cm:
+                m.evict(p)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_PINNED)
+            self.assertIn("pinned", cm.exception.detail)
+            m.unpin(p)
+            m.set_kind(q, "gradients")
+            st = m.stats()
+            self.assertEqual(st["tensors"]["optimizer"], 1)
+            self.assertEqual(st["tensor_bytes"]["weights"], 3 * MiB)
+            self.assertGreaterEqual(st["evictions"], 1)
+            self.assertGreaterEqual(st["restores"], 1)
+            with self.assertRaises(gpuheap.Error) as cm:
+                m.free(p + 256)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_FOREIGN)
+            m.free(q)
+            with self.assertRaises(gpuheap.Error) as cm:
+                m.free(q)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_DOUBLE_FREE)
+            m.free(None)
+            for bad in (0, -5):
+                with self.assertRaises(gpuheap.Error):
+                    m.evict(bad)
+            m.free(p)
+            m.maintain()
+            m.empty_cache()
+        with self.assertRaises(gpuheap.Error):
+            m.stats()  # closed
+        m.close()  # twice: nothing
+
+    def test_oom_observer(self):
+        with _sim() as m:
+            seen = []
+
+            def observer(n, st):
+                seen.append((n, st["oom_events"]))
+                m.stats()  # the observer may call the manager
+
+            m.set_oom_observer(observer)
+            with self.assertRaises(gpuheap.Error) as cm:
+                m.alloc("1GiB")
+            self.assertEqual(cm.exception.code, gpuheap.ERR_BUDGET)
+            self.assertEqual(seen, [(1 << 30, 1)])
+            m.set_oom_observer(lambda n, st: 1 / 0)  # an exception inside is printed, not raised into C
+            stderr, sys.stderr = sys.stderr, io.StringIO()
+            try:
+                with self.assertRaises(gpuheap.Error):
+                    m.alloc("1GiB")
+                self.assertIn("ZeroDivisionError", sys.stderr.getvalue())
+            finally:
+                sys.stderr = stderr
+            m.set_oom_observer(None)
+            with self.assertRaises(gpuheap.Error):
+                m.alloc("1GiB")
+            self.assertEqual(len(seen), 1)
+            self.assertEqual(m.stats()["oom_events"], 3)
+            with self.assertRaises(gpuheap.Error):
+                m.set_oom_observer(42)
+
+    def test_spill_to_host_and_frame_map(self):
+        with _sim(device_budget=8 * MiB, host_budget=32 * MiB) as m:
+            ptrs = [m.alloc(3 * MiB) for _ in range(6)]  # 12 frames' worth into a 4-frame budget
+            st = m.stats()
+            self.assertLessEqual(st["frames"]["device"], 4)
+            self.assertGreater(st["frames"]["host"], 0)
+            try:
+                frames = m.frame_map()
+            except gpuheap.Error as e:
+                self.assertEqual(e.code, gpuheap.ERR_UNSUPPORTED)  # a library without it yet
+                frames = None
+            if frames is not None:
+                self.assertEqual(len(frames), st["frames"]["device"] + st["frames"]["host"])
+                self.assertEqual([f["va"] for f in frames], sorted(f["va"] for f in frames))
+                self.assertEqual({f["tier"] for f in frames}, {"device", "host"})
+            s = snap_mod.snapshot(m)
+            self.assertEqual(s["tiers"]["host"]["frames"], st["frames"]["host"])
+            self.assertIn("<svg", snap_mod.to_html(s))
+            for p in ptrs:
+                m.free(p)
+
+    def test_offload_moves_real_frames(self):
+        """Offload's hints against the real manager: fake tensors whose
+        storages are real simulated allocations."""
+        with _sim(device_budget=32 * MiB, host_budget=64 * MiB) as m:
+            ptrs = [m.alloc(4 * MiB) for _ in range(5)]
+            ts = [FakeTensor(p, 4 * MiB) for p in ptrs]
+            off = ght.Offload(manager=m, keep_last=1, prefetch_distance=1, stream=lambda: None)
+            for t in ts:
+                off.pack(t)
+            self.assertEqual([m.tier(p) for p in ptrs], [gpuheap.Tier.HOST] * 4 + [gpuheap.Tier.DEVICE])
+            off.unpack(ts[4])
+            self.assertEqual([m.tier(p) for p in ptrs], [gpuheap.Tier.HOST] * 3 + [gpuheap.Tier.DEVICE] * 2)
+            for t in reversed(ts[:4]):
+                off.unpack(t)
+            self.assertEqual([m.tier(p) for p in ptrs], [gpuheap.Tier.DEVICE] * 5)
+            self.assertEqual(off.counters["hint_errors"], 0)
+            foreign = FakeTensor(0x12345600, 4 * MiB)  # not gpuheap's
+            off2 = ght.Offload(manager=m, keep_last=0, stream=lambda: None)
+            off2.pack(foreign)
+            self.assertEqual(off2.counters["foreign"], 1)
+            for p in ptrs:
+                m.free(p)
+
+    def test_global_manager_in_a_fresh_process(self):
+        _lib()
+        rc, out = _run_py("""
+            import gpuheap
+            m = gpuheap.Manager(backend='sim', device_budget='16MiB', host_pool_frames=0)
+            assert m.set_global() is m
+            assert gpuheap.global_manager() is m
+            try:
+                gpuheap.Manager(backend='sim', device_budget='16MiB', host_pool_frames=0).set_global()
+            except gpuheap.Error as e:
+                assert e.code == gpuheap.ERR_INVAL, e
+            try:
+                m.close()
+            except gpuheap.Error:
+                print('ok')
+        """)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
