@@ -1,32 +1,35 @@
-/* bench_evict: how fast frames move between HBM and pinned host memory at
- * the same address, through the VMM frame provider (host/vmm.c).
+/* bench_evict: how fast the tensor manager moves a tensor between HBM and
+ * pinned host memory at the same address -- the operation the product does.
  *
- * For batches of 2 MiB .. 1 GiB of frames it times
- *   evict    host frames mapped at a staging window of the range, the batch
- *            copied home -> staging on a dedicated stream, stream synced,
- *            the device frames unmapped at home, the host frames mapped at
- *            home (one access call for the contiguous batch), the staging
- *            window unmapped;
- *   restore  the same with device frames in place of host frames;
- * wall-clock (CLOCK_MONOTONIC) around the whole operation, the device idle
- * before it. Creating frames is not timed: both tiers' frames come from pools
- * created ahead (a host frame costs ~750 us to create and pin; the tensor
- * manager keeps such a pool), and the frames set free by an operation go back
- * to their pool untimed instead of being released.
+ * A tensor manager on the CUDA VMM provider (host/tensor.c over host/vmm.c)
+ * with a device budget large enough for every batch; for each batch size
+ * (2 MiB .. 1 GiB) one tensor of that size, and per repetition:
+ *   evict    gh_tensor_evict, timed until it returns: the data is on the
+ *            host and the host memory is mapped at the tensor's own address;
+ *   restore  gh_tensor_prefetch on the tensor's stream + that stream's
+ *            synchronization, timed likewise;
+ * wall clock (CLOCK_MONOTONIC), the device idle before each. A kernel checks
+ * and rewrites the pattern at the same pointers after each move (while the
+ * tensor is host-backed, and again on the device); any miss fails the run.
  *
- * Two variants: "full" as above (the CSV), and "prestaged", where the pools'
- * frames stay mapped in windows of the range for good, so that an operation
- * is copy + sync + unmap home + map home (a frame may be mapped at two
- * addresses at once). The phases (stage, copy+sync, remap, unstage) are timed
- * too.
+ * The host pool is filled before timing (host_pool_frames = the largest batch
+ * in 64 MiB slabs + 16 single frames, and a host budget of exactly that, so
+ * the pool thread does not refill it during a measurement): pinning host
+ * memory costs ~0.7 ms a frame and the manager does it ahead of need in a
+ * background thread. Device allocations are created and released inside
+ * the timed operations, as the manager does.
  *
- * Every repetition writes a fresh pattern before the eviction; a kernel
- * checks and rewrites it at the same pointers while the batch is host-backed,
- * and again after the restore. Any miss fails the run (exit status 1).
+ * The manager's chunk (frames of a large tensor backed by one allocation
+ * and moved as one; host/tensor_internal.h) is swept: every size runs with
+ * each chunk of --chunks (set through _gh_tmgr_set_chunk, the pool refilled
+ * with slabs of that size before timing).
  *
- * Usage: bench_evict [--reps N] [--max-mib M] [--csv PATH] [--json PATH] [--probe]
- *   --csv   direction,batch_bytes,gbps  (the "full" variant, median)
- *   --json  min / median / max and phase medians for every row and variant
+ * Usage: bench_evict [--reps N>=5] [--max-mib M] [--chunks F,F,...] [--csv PATH] [--json PATH] [--probe]
+ *   --chunks chunk sizes in frames (default 4,8,16,32; the library default
+ *            is always included)
+ *   --csv   direction,batch_bytes,gbps  (median of the repetitions, with
+ *           the library's default chunk)
+ *   --json  min / median / max for every row and chunk, and the probe
  *   --probe also time the driver's VMM calls apart (see probe() below)
  */
 #include <algorithm>
@@ -42,15 +45,14 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
-#include "../host/frames.h"
+#include "gpuheap.h"
+#include "../host/tensor_internal.h"
 
 #ifndef GH_GIT_REV
 #define GH_GIT_REV "unknown"
 #endif
 
-static const gh_frames_ops_t* ops = &_gh_frames_vmm;
-
-#define FOK(call)                                                                                          \
+#define GOK(call)                                                                                          \
   do {                                                                                                     \
     const int e_ = (call);                                                                                 \
     if (e_ != GH_OK) {                                                                                     \
@@ -88,79 +90,6 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-enum { PH_STAGE, PH_COPY, PH_REMAP, PH_UNSTAGE, PH_COUNT };
-static const char* phase_names[PH_COUNT] = {"stage", "copy", "remap", "unstage"};
-
-typedef struct bench_s {
-  gh_frames_t* f;
-  uint8_t* base;
-  size_t F;        /* frame bytes */
-  size_t M;        /* frames of the largest batch */
-  uint8_t* home;   /* frames [0, M) */
-  uint8_t* stage;  /* frames [M, 2M): the staging window of the full variant */
-  uint8_t* hwin;   /* frames [2M, 3M): the host pool, prestaged */
-  uint8_t* dwin;   /* frames [3M, 4M): the device pool, prestaged */
-  gh_stream_t s;
-  std::vector<gh_pframe_t> at_home;  /* the frames mapped at home, in order */
-  std::vector<gh_pframe_t> dpool;    /* device frames not at home */
-  std::vector<gh_pframe_t> hpool;    /* host frames not at home */
-  unsigned long long* d_bad;
-} bench_t;
-
-/* Move frames [0, b) of home to the other tier, taking the new frames from
- * the front of `pool` (host frames to evict, device frames to restore); ph
- * receives the phases' seconds. */
-static double move(bench_t* B, size_t b, int to_host, int prestaged, double ph[PH_COUNT]) {
-  std::vector<gh_pframe_t>& pool = to_host ? B->hpool : B->dpool;
-  uint8_t* win = prestaged ? (to_host ? B->hwin : B->dwin) : B->stage;
-  COK(cudaDeviceSynchronize());
-  const double t0 = now_s();
-  if (!prestaged) FOK(ops->map(B->f, win, pool.data(), b));
-  const double t1 = now_s();
-  FOK(ops->copy(B->f, win, B->home, b * B->F, B->s));
-  FOK(ops->stream_sync(B->f, B->s));
-  const double t2 = now_s();
-  FOK(ops->unmap(B->f, B->home, b));
-  FOK(ops->map(B->f, B->home, pool.data(), b));
-  const double t3 = now_s();
-  if (!prestaged) FOK(ops->unmap(B->f, win, b));
-  const double t4 = now_s();
-  ph[PH_STAGE] = t1 - t0;
-  ph[PH_COPY] = t2 - t1;
-  ph[PH_REMAP] = t3 - t2;
-  ph[PH_UNSTAGE] = t4 - t3;
-  /* Untimed bookkeeping. Full variant: the frames now at home leave their
-   * pool and the ones that left home join the pool of their tier. Prestaged:
-   * the pools' frames stay mapped in their windows and serve every
-   * operation, so the pools do not change. */
-  std::vector<gh_pframe_t> old(B->at_home.begin(), B->at_home.begin() + (ptrdiff_t)b);
-  std::copy(pool.begin(), pool.begin() + (ptrdiff_t)b, B->at_home.begin());
-  if (!prestaged) {
-    pool.erase(pool.begin(), pool.begin() + (ptrdiff_t)b);
-    std::vector<gh_pframe_t>& back = to_host ? B->dpool : B->hpool;
-    back.insert(back.end(), old.begin(), old.end());
-  }
-  return t4 - t0;
-}
-
-static unsigned long long check(bench_t* B, size_t b, uint64_t tag, uint64_t tag2) {
-  COK(cudaMemset(B->d_bad, 0, sizeof *B->d_bad));
-  check_rewrite<<<132 * 8, 256>>>((uint64_t*)B->home, b * B->F / 8, tag, tag2, B->d_bad);
-  COK(cudaGetLastError());
-  COK(cudaDeviceSynchronize());
-  unsigned long long bad = 0;
-  COK(cudaMemcpy(&bad, B->d_bad, sizeof bad, cudaMemcpyDeviceToHost));
-  return bad;
-}
-
-typedef struct row_s {
-  const char* variant;
-  const char* direction;
-  size_t bytes;
-  double med_s, min_s, max_s;
-  double phase_med_s[PH_COUNT];
-} row_t;
-
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -170,7 +99,7 @@ static double median(std::vector<double> v) {
 /* ---------------------------------------------------------------------------
  * The probe: where the time of a remap goes. The driver directly (through
  * the runtime's entry points, as host/vmm.c reaches it), outside the
- * provider: 64 MiB of one tier mapped as 32 allocations of 2 MiB or as one
+ * library: 64 MiB of one tier mapped as 32 allocations of 2 MiB or as one
  * of 64 MiB, cuMemMap, one cuMemSetAccess and one cuMemUnmap timed apart;
  * and the 2 MiB case split over 1 or 4 threads, to see whether the driver
  * runs VMM calls in parallel.
@@ -302,6 +231,125 @@ static void probe(int reps) {
   PCU(pd.addr_free(va, total));
 }
 
+/* The evict step under the microscope (64 MiB, the driver directly): the
+ * copy device -> host slab alone; the remap alone (unmap the device
+ * allocation at home, map the host slab there, one access call); the copy
+ * of a second unit timed by events while the first one is remapped, as in
+ * the manager's pipeline; cuMemCreate / cuMemRelease of a 64 MiB device
+ * allocation. Medians of reps. */
+static double evict_probe_ms[6]; /* copy alone, remap, copy during remap, create, release, wall of copy+remap */
+
+static void evict_probe(int reps) {
+  const size_t U = (size_t)64 << 20;
+  CUdeviceptr va = 0;
+  PCU(pd.reserve(&va, 4 * U, U, 0, 0));
+  const CUdeviceptr home[2] = {va, va + U}, alias[2] = {va + 2 * U, va + 3 * U};
+  CUmemAllocationProp pdv, phs;
+  memset(&pdv, 0, sizeof pdv);
+  pdv.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  pdv.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  pdv.location.id = 0;
+  phs = pdv;
+  phs.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CUmemAccessDesc d;
+  memset(&d, 0, sizeof d);
+  d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  d.location.id = 0;
+  d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemGenericAllocationHandle dev[2], host[2];
+  for (int k = 0; k < 2; k++) {
+    PCU(pd.create(&dev[k], U, &pdv, 0));
+    PCU(pd.create(&host[k], U, &phs, 0));
+    PCU(pd.map(home[k], U, 0, dev[k], 0));
+    PCU(pd.access(home[k], U, &d, 1));
+    PCU(pd.map(alias[k], U, 0, host[k], 0));
+    PCU(pd.access(alias[k], U, &d, 1));
+  }
+  cudaStream_t s;
+  COK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  COK(cudaEventCreate(&e0));
+  COK(cudaEventCreate(&e1));
+  std::vector<double> t[6];
+  for (int r = -1; r < reps; r++) {
+    /* Copy alone. */
+    COK(cudaEventRecord(e0, s));
+    COK(cudaMemcpyAsync((void*)alias[1], (void*)home[1], U, cudaMemcpyDefault, s));
+    COK(cudaEventRecord(e1, s));
+    COK(cudaStreamSynchronize(s));
+    float ms_alone = 0;
+    COK(cudaEventElapsedTime(&ms_alone, e0, e1));
+    /* Remap alone: home[0] from its device allocation to host[0], and back (untimed). */
+    double w0 = now_s();
+    PCU(pd.unmap(home[0], U));
+    PCU(pd.map(home[0], U, 0, host[0], 0));
+    PCU(pd.access(home[0], U, &d, 1));
+    const double remap = now_s() - w0;
+    PCU(pd.unmap(home[0], U));
+    PCU(pd.map(home[0], U, 0, dev[0], 0));
+    PCU(pd.access(home[0], U, &d, 1));
+    /* The copy of unit 1 while unit 0 is remapped. */
+    w0 = now_s();
+    COK(cudaEventRecord(e0, s));
+    COK(cudaMemcpyAsync((void*)alias[1], (void*)home[1], U, cudaMemcpyDefault, s));
+    COK(cudaEventRecord(e1, s));
+    PCU(pd.unmap(home[0], U));
+    PCU(pd.map(home[0], U, 0, host[0], 0));
+    PCU(pd.access(home[0], U, &d, 1));
+    COK(cudaStreamSynchronize(s));
+    const double wall = now_s() - w0;
+    float ms_during = 0;
+    COK(cudaEventElapsedTime(&ms_during, e0, e1));
+    PCU(pd.unmap(home[0], U));
+    PCU(pd.map(home[0], U, 0, dev[0], 0));
+    PCU(pd.access(home[0], U, &d, 1));
+    /* Create and release a device allocation. */
+    CUmemGenericAllocationHandle x;
+    w0 = now_s();
+    PCU(pd.create(&x, U, &pdv, 0));
+    const double c = now_s() - w0;
+    w0 = now_s();
+    PCU(pd.release(x));
+    const double rel = now_s() - w0;
+    if (r < 0) continue;
+    t[0].push_back(ms_alone), t[1].push_back(1e3 * remap), t[2].push_back(ms_during);
+    t[3].push_back(1e3 * c), t[4].push_back(1e3 * rel), t[5].push_back(1e3 * wall);
+  }
+  for (int k = 0; k < 6; k++) evict_probe_ms[k] = median(t[k]);
+  printf("evict probe (64 MiB, medians of %d): copy alone %.3f ms, remap (unmap device, map + access host) %.3f ms, "
+         "copy during a remap %.3f ms (wall of both %.3f ms), cuMemCreate / cuMemRelease device %.3f / %.3f ms\n",
+         reps, evict_probe_ms[0], evict_probe_ms[1], evict_probe_ms[2], evict_probe_ms[5], evict_probe_ms[3],
+         evict_probe_ms[4]);
+  COK(cudaEventDestroy(e0));
+  COK(cudaEventDestroy(e1));
+  COK(cudaStreamDestroy(s));
+  for (int k = 0; k < 2; k++) {
+    PCU(pd.unmap(home[k], U));
+    PCU(pd.unmap(alias[k], U));
+    PCU(pd.release(dev[k]));
+    PCU(pd.release(host[k]));
+  }
+  PCU(pd.addr_free(va, 4 * U));
+}
+
+typedef struct row_s {
+  size_t chunk;
+  const char* direction;
+  size_t bytes;
+  double med_s, min_s, max_s;
+} row_t;
+
+static unsigned long long check(uint64_t* p, size_t bytes, uint64_t tag, uint64_t tag2, cudaStream_t s,
+                                unsigned long long* d_bad) {
+  COK(cudaMemsetAsync(d_bad, 0, sizeof *d_bad, s));
+  check_rewrite<<<132 * 8, 256, 0, s>>>(p, bytes / 8, tag, tag2, d_bad);
+  COK(cudaGetLastError());
+  unsigned long long bad = 0;
+  COK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, s));
+  COK(cudaStreamSynchronize(s));
+  return bad;
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int reps = 7;
@@ -309,116 +357,143 @@ int main(int argc, char** argv) {
   const char* csv_path = NULL;
   const char* json_path = NULL;
   int do_probe = 0;
+  std::vector<size_t> chunks = {4, 8, 16, 32};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--chunks") && i + 1 < argc) {
+      chunks.clear();
+      for (char* t = strtok(argv[++i], ","); t; t = strtok(NULL, ",")) chunks.push_back((size_t)atol(t));
+    }
     else if (!strcmp(argv[i], "--max-mib") && i + 1 < argc) max_mib = (size_t)atol(argv[++i]);
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!strcmp(argv[i], "--probe")) do_probe = 1;
     else {
-      fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--csv PATH] [--json PATH] [--probe]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--chunks F,...] [--csv PATH] [--json PATH] [--probe]\n",
+              argv[0]);
       return 2;
     }
   }
   if (reps < 5) reps = 5;
+  if (max_mib < 2) max_mib = 2;
+  if (std::find(chunks.begin(), chunks.end(), GH_TM_CHUNK_DEFAULT) == chunks.end()) chunks.push_back(GH_TM_CHUNK_DEFAULT);
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     printf("bench_evict: no CUDA device, nothing to measure\n");
     return 77;
   }
+  COK(cudaSetDevice(0));
   cudaDeviceProp prop;
   COK(cudaGetDeviceProperties(&prop, 0));
   int driver = 0, runtime = 0;
   COK(cudaDriverGetVersion(&driver));
   COK(cudaRuntimeGetVersion(&runtime));
 
+  /* The manager: device budget for the largest batch twice over; host pool
+   * and budget = the largest batch in 64 MiB slabs + 16 single frames. */
+  const size_t F = (size_t)2 << 20, slab_mib = 64;
+  const size_t slabs = (max_mib + slab_mib - 1) / slab_mib; /* in 64 MiB, a multiple of every chunk swept */
+  const size_t pool_frames = slabs * (slab_mib << 20) / F + 16;
+  gh_tmgr_options_t o;
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_CUDA_VMM;
+  o.device = 0;
+  o.device_budget = (2 * max_mib << 20) + ((size_t)512 << 20);
+  o.host_budget = pool_frames * F;
+  o.host_pool_frames = (uint32_t)pool_frames;
+  gh_tmgr_t* tm = NULL;
+  GOK(gh_tmgr_create(&tm, &o));
+  gh_tmgr_stats_t st;
+  GOK(gh_tmgr_stats(tm, &st));
+  printf("bench_evict: %s, driver %d, runtime %d, frame %zu KiB, %d reps, rev %s\n", prop.name, driver, runtime,
+         st.frame_bytes >> 10, reps, GH_GIT_REV);
+  double pool_s = 0;
+
+  cudaStream_t s;
+  COK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  unsigned long long* d_bad;
+  COK(cudaMalloc(&d_bad, sizeof *d_bad));
+
   const size_t sizes_mib[] = {2, 8, 32, 64, 128, 256, 512, 1024};
-  bench_t B;
-  B.f = NULL;
-  FOK(ops->open(&B.f, 0, ((size_t)4 * max_mib) << 20, &B.base, &B.F));
-  B.M = (max_mib << 20) / B.F;
-  if (B.M == 0) B.M = 1;
-  B.home = B.base;
-  B.stage = B.base + B.M * B.F;
-  B.hwin = B.base + 2 * B.M * B.F;
-  B.dwin = B.base + 3 * B.M * B.F;
-  FOK(ops->stream_create(B.f, &B.s));
-  COK(cudaMalloc(&B.d_bad, sizeof *B.d_bad));
-  printf("bench_evict: %s, driver %d, runtime %d, frame %zu KiB, largest batch %zu frames, %d reps, rev %s\n",
-         prop.name, driver, runtime, B.F >> 10, B.M, reps, GH_GIT_REV);
-
-  /* The pools, untimed. */
-  const double tc0 = now_s();
-  B.at_home.resize(B.M);
-  B.dpool.resize(B.M);
-  B.hpool.resize(B.M);
-  for (size_t i = 0; i < B.M; i++) FOK(ops->create(B.f, GH_TIER_DEVICE, &B.at_home[i]));
-  for (size_t i = 0; i < B.M; i++) FOK(ops->create(B.f, GH_TIER_DEVICE, &B.dpool[i]));
-  const double tc1 = now_s();
-  for (size_t i = 0; i < B.M; i++) FOK(ops->create(B.f, GH_TIER_HOST, &B.hpool[i]));
-  const double tc2 = now_s();
-  printf("pools: %zu device frames in %.1f ms (%.1f us each), %zu host frames in %.1f ms (%.1f us each)\n", 2 * B.M,
-         1e3 * (tc1 - tc0), 1e6 * (tc1 - tc0) / (double)(2 * B.M), B.M, 1e3 * (tc2 - tc1),
-         1e6 * (tc2 - tc1) / (double)B.M);
-  FOK(ops->map(B.f, B.home, B.at_home.data(), B.M));
-
   std::vector<row_t> rows;
-  unsigned long long misses = 0;
+  unsigned long long misses = 0, stat_errors = 0;
   uint64_t tag = 0x1000;
-  printf("%-9s %-7s %9s %9s %9s %9s %9s | %8s %8s %8s %8s (ms, medians)\n", "variant", "dir", "MiB", "GB/s med",
-         "GB/s min", "GB/s max", "ms med", "stage", "copy", "remap", "unstage");
-  for (int prestaged = 0; prestaged <= 1; prestaged++) {
-    if (prestaged) {
-      /* The pools' frames mapped in their windows for good (untimed). */
-      if (B.hpool.size() != B.M || B.dpool.size() != B.M) {
-        fprintf(stderr, "bench_evict: pools of %zu / %zu frames, expected %zu\n", B.hpool.size(), B.dpool.size(), B.M);
-        return 2;
-      }
-      FOK(ops->map(B.f, B.hwin, B.hpool.data(), B.M));
-      FOK(ops->map(B.f, B.dwin, B.dpool.data(), B.M));
+  for (size_t chunk : chunks) {
+  GOK(_gh_tmgr_set_chunk(tm, chunk)); /* gives the pool's slabs back; the pool thread makes new ones */
+  const double tp0 = now_s();
+  for (;;) { /* the pool thread fills the pool */
+    GOK(gh_tmgr_stats(tm, &st));
+    if (st.host_pool_frames >= pool_frames || now_s() - tp0 > 300) break;
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  if (chunk == GH_TM_CHUNK_DEFAULT) pool_s = now_s() - tp0;
+  printf("chunk %zu frames: host pool %zu of %zu frames (16 single frames + slabs of %zu MiB) filled in %.2f s\n",
+         chunk, st.host_pool_frames, pool_frames, chunk * F >> 20, now_s() - tp0);
+  if (st.host_pool_frames < pool_frames) {
+    fprintf(stderr, "bench_evict: the host pool did not fill\n");
+    return 2;
+  }
+  printf("%-6s %-7s %9s %9s %9s %9s %9s\n", "chunk", "dir", "MiB", "GB/s med", "GB/s min", "GB/s max", "ms med");
+  for (size_t si = 0; si < sizeof sizes_mib / sizeof sizes_mib[0]; si++) {
+    if (sizes_mib[si] > max_mib) continue;
+    const size_t bytes = sizes_mib[si] << 20;
+    void* p = NULL;
+    GOK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, (gh_stream_t)s, &p));
+    uint64_t* w = (uint64_t*)p;
+    std::vector<double> t[2];
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+      fill_words<<<132 * 8, 256, 0, s>>>(w, bytes / 8, tag);
+      COK(cudaGetLastError());
+      COK(cudaStreamSynchronize(s));
+      gh_tmgr_stats_t a, b;
+      GOK(gh_tmgr_stats(tm, &a));
+      const double e0 = now_s();
+      GOK(gh_tensor_evict(tm, p));
+      const double e1 = now_s();
+      GOK(gh_tmgr_stats(tm, &b));
+      gh_tier_t tier = GH_TIER_NONE;
+      GOK(gh_tensor_tier(tm, p, &tier));
+      stat_errors += tier != GH_TIER_HOST || b.bytes_evicted - a.bytes_evicted != bytes;
+      misses += check(w, bytes, tag, tag + 1, s, d_bad); /* host-backed, same pointers */
+      const double r0 = now_s();
+      GOK(gh_tensor_prefetch(tm, p, (gh_stream_t)s));
+      COK(cudaStreamSynchronize(s));
+      const double r1 = now_s();
+      GOK(gh_tmgr_stats(tm, &a));
+      GOK(gh_tensor_tier(tm, p, &tier));
+      stat_errors += tier != GH_TIER_DEVICE || a.bytes_restored - b.bytes_restored != bytes;
+      misses += check(w, bytes, tag + 1, tag + 2, s, d_bad); /* back in HBM */
+      tag += 4;
+      if (r >= 0) t[0].push_back(e1 - e0), t[1].push_back(r1 - r0);
     }
-    for (size_t si = 0; si < sizeof sizes_mib / sizeof sizes_mib[0]; si++) {
-      if (sizes_mib[si] > max_mib) continue;
-      const size_t b = (sizes_mib[si] << 20) / B.F ? (sizes_mib[si] << 20) / B.F : 1;
-      const size_t bytes = b * B.F;
-      std::vector<double> t[2], ph[2][PH_COUNT];
-      for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
-        double p[PH_COUNT];
-        fill_words<<<132 * 8, 256>>>((uint64_t*)B.home, bytes / 8, tag);
-        COK(cudaGetLastError());
-        const double te = move(&B, b, 1, prestaged, p);
-        if (r >= 0) {
-          t[0].push_back(te);
-          for (int k = 0; k < PH_COUNT; k++) ph[0][k].push_back(p[k]);
-        }
-        misses += check(&B, b, tag, tag + 1); /* host-backed, same pointers */
-        const double tr = move(&B, b, 0, prestaged, p);
-        if (r >= 0) {
-          t[1].push_back(tr);
-          for (int k = 0; k < PH_COUNT; k++) ph[1][k].push_back(p[k]);
-        }
-        misses += check(&B, b, tag + 1, tag + 2); /* back in HBM */
-        tag += 4;
-      }
-      for (int d = 0; d < 2; d++) {
-        row_t row;
-        row.variant = prestaged ? "prestaged" : "full";
-        row.direction = d == 0 ? "evict" : "restore";
-        row.bytes = bytes;
-        row.med_s = median(t[d]);
-        row.min_s = *std::min_element(t[d].begin(), t[d].end());
-        row.max_s = *std::max_element(t[d].begin(), t[d].end());
-        for (int k = 0; k < PH_COUNT; k++) row.phase_med_s[k] = median(ph[d][k]);
-        rows.push_back(row);
-        printf("%-9s %-7s %9zu %9.2f %9.2f %9.2f %9.3f | %8.3f %8.3f %8.3f %8.3f\n", row.variant, row.direction,
-               bytes >> 20, bytes / row.med_s / 1e9, bytes / row.max_s / 1e9, bytes / row.min_s / 1e9,
-               1e3 * row.med_s, 1e3 * row.phase_med_s[0], 1e3 * row.phase_med_s[1], 1e3 * row.phase_med_s[2],
-               1e3 * row.phase_med_s[3]);
-      }
+    GOK(gh_tensor_free(tm, p, (gh_stream_t)s));
+    COK(cudaStreamSynchronize(s));
+    GOK(gh_tmgr_maintain(tm));
+    for (int d = 0; d < 2; d++) {
+      row_t row;
+      row.chunk = chunk;
+      row.direction = d == 0 ? "evict" : "restore";
+      row.bytes = bytes;
+      row.med_s = median(t[d]);
+      row.min_s = *std::min_element(t[d].begin(), t[d].end());
+      row.max_s = *std::max_element(t[d].begin(), t[d].end());
+      rows.push_back(row);
+      printf("%-6zu %-7s %9zu %9.2f %9.2f %9.2f %9.3f\n", chunk, row.direction, bytes >> 20, bytes / row.med_s / 1e9,
+             bytes / row.max_s / 1e9, bytes / row.min_s / 1e9, 1e3 * row.med_s);
     }
   }
-  if (do_probe) probe(reps);
-  printf("verification: %llu word(s) wrong over all repetitions%s\n", misses, misses ? "  <-- FAILED" : "");
+  }
+  GOK(gh_tmgr_stats(tm, &st));
+  printf("manager: %llu frames evicted, %llu restored; host pool %zu frames at the end\n",
+         (unsigned long long)st.evictions, (unsigned long long)st.restores, st.host_pool_frames);
+  GOK(gh_tmgr_destroy(tm));
+  if (do_probe) {
+    probe(reps);
+    evict_probe(reps);
+  }
+  printf("verification: %llu word(s) wrong, %llu tier/statistics mismatch(es) over all repetitions%s\n", misses,
+         stat_errors, misses || stat_errors ? "  <-- FAILED" : "");
 
   if (csv_path) {
     FILE* c = fopen(csv_path, "w");
@@ -428,7 +503,7 @@ int main(int argc, char** argv) {
     }
     fprintf(c, "direction,batch_bytes,gbps\n");
     for (const row_t& r : rows)
-      if (!strcmp(r.variant, "full")) fprintf(c, "%s,%zu,%.3f\n", r.direction, r.bytes, r.bytes / r.med_s / 1e9);
+      if (r.chunk == GH_TM_CHUNK_DEFAULT) fprintf(c, "%s,%zu,%.3f\n", r.direction, r.bytes, r.bytes / r.med_s / 1e9);
     fclose(c);
   }
   if (json_path) {
@@ -442,20 +517,21 @@ int main(int argc, char** argv) {
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     fprintf(j, "{\n  \"bench\": \"bench_evict\",\n  \"date\": \"%s\",\n  \"gpu\": \"%s\",\n", date, prop.name);
     fprintf(j, "  \"driver\": %d,\n  \"runtime\": %d,\n  \"rev\": \"%s\",\n  \"frame_bytes\": %zu,\n", driver, runtime,
-            GH_GIT_REV, B.F);
-    fprintf(j, "  \"reps\": %d,\n  \"timing\": \"wall clock around the whole operation, device idle before; pools "
-               "created ahead, untimed\",\n  \"verified\": %s,\n  \"rows\": [\n", reps, misses ? "false" : "true");
+            GH_GIT_REV, F);
+    fprintf(j,
+            "  \"reps\": %d,\n  \"timing\": \"wall clock around gh_tensor_evict (returns with the data on the host, "
+            "mapped at home) and around gh_tensor_prefetch + stream sync; one tensor per batch; device idle before; "
+            "host pool pre-filled (%zu frames: 16 single frames + slabs of one chunk; %.2f s with the default "
+            "chunk), untimed\",\n  \"default_chunk_frames\": %zu,\n",
+            reps, pool_frames, pool_s, GH_TM_CHUNK_DEFAULT);
+    fprintf(j, "  \"verified\": %s,\n  \"rows\": [\n", misses || stat_errors ? "false" : "true");
     for (size_t i = 0; i < rows.size(); i++) {
       const row_t& r = rows[i];
       fprintf(j,
-              "    {\"variant\": \"%s\", \"direction\": \"%s\", \"batch_bytes\": %zu, \"gbps_median\": %.3f, "
-              "\"gbps_min\": %.3f, \"gbps_max\": %.3f, \"ms_median\": %.4f, \"ms_min\": %.4f, \"ms_max\": %.4f, "
-              "\"phase_ms_median\": {",
-              r.variant, r.direction, r.bytes, r.bytes / r.med_s / 1e9, r.bytes / r.max_s / 1e9,
-              r.bytes / r.min_s / 1e9, 1e3 * r.med_s, 1e3 * r.min_s, 1e3 * r.max_s);
-      for (int k = 0; k < PH_COUNT; k++)
-        fprintf(j, "\"%s\": %.4f%s", phase_names[k], 1e3 * r.phase_med_s[k], k + 1 < PH_COUNT ? ", " : "");
-      fprintf(j, "}}%s\n", i + 1 < rows.size() ? "," : "");
+              "    {\"chunk_frames\": %zu, \"direction\": \"%s\", \"batch_bytes\": %zu, \"gbps_median\": %.3f, "
+              "\"gbps_min\": %.3f, \"gbps_max\": %.3f, \"ms_median\": %.4f, \"ms_min\": %.4f, \"ms_max\": %.4f}%s\n",
+              r.chunk, r.direction, r.bytes, r.bytes / r.med_s / 1e9, r.bytes / r.max_s / 1e9, r.bytes / r.min_s / 1e9,
+              1e3 * r.med_s, 1e3 * r.min_s, 1e3 * r.max_s, i + 1 < rows.size() ? "," : "");
     }
     fprintf(j, "  ],\n  \"probe\": [\n");
     for (size_t i = 0; i < probe_rows.size(); i++) {
@@ -466,11 +542,17 @@ int main(int argc, char** argv) {
               r.tier, r.alloc_bytes, r.threads, (size_t)64 << 20, r.create_ms, r.map_ms, r.access_ms, r.unmap_ms,
               i + 1 < probe_rows.size() ? "," : "");
     }
-    fprintf(j, "  ]\n}\n");
+    fprintf(j, "  ]");
+    if (do_probe)
+      fprintf(j,
+              ",\n  \"evict_probe_64MiB_ms_median\": {\"copy_alone\": %.4f, \"remap\": %.4f, \"copy_during_remap\": %.4f, "
+              "\"copy_and_remap_wall\": %.4f, \"device_create\": %.4f, \"device_release\": %.4f}",
+              evict_probe_ms[0], evict_probe_ms[1], evict_probe_ms[2], evict_probe_ms[5], evict_probe_ms[3],
+              evict_probe_ms[4]);
+    fprintf(j, "\n}\n");
     fclose(j);
   }
-  FOK(ops->stream_destroy(B.f, B.s));
-  COK(cudaFree(B.d_bad));
-  FOK(ops->close(B.f)); /* unmaps and releases the pools too */
-  return misses ? 1 : 0;
+  COK(cudaStreamDestroy(s));
+  COK(cudaFree(d_bad));
+  return misses || stat_errors ? 1 : 0;
 }

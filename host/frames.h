@@ -12,10 +12,23 @@
  *                   remapping.
  *
  * A provider reserves one virtual range; the caller places frames in it.
- * Physical frames are created in a tier and mapped at any frame-aligned
- * address of the range, and the same physical frame may be mapped at two
- * addresses at once (a staging window and its home), which is how data is
- * copied from one tier to the other before a remap.
+ * Physical allocations ("slabs") of one or more frames are created in a
+ * tier and mapped whole at any frame-aligned address of the range, and the
+ * same allocation may be mapped at two addresses at once (a staging alias
+ * and its home), which is how data is copied from one tier to the other
+ * before a remap. Why slabs: the driver's cuMemSetAccess and cuMemUnmap cost
+ * per allocation mapped, not per byte (bench/results/evict-h200.md: 35.6 us
+ * per 2 MiB device frame mapped as 32 allocations of 2 MiB, 1.1 us as one of
+ * 64 MiB), so bulk memory is mapped in few large allocations.
+ *
+ * Mapping rules, the same in both providers (GH_ERR_INVAL before anything
+ * is touched when one is broken):
+ *   - map places whole allocations, back to back from va, each taking its
+ *     own size; every frame it covers must be inside the range and unmapped;
+ *   - unmap takes a frame range that covers whole mappings: it starts where
+ *     a mapping starts, ends where one ends, and every frame in it is mapped
+ *     (a range that would split a mapping is refused);
+ *   - release takes an allocation mapped nowhere.
  *
  * Every function returns GH_OK or a GH_ERR_* code (having recorded the
  * detail with _gh_error or _gh_cuda_error) and leaves the state as it was on
@@ -34,7 +47,9 @@ extern "C" {
 #endif
 
 typedef struct gh_frames_s gh_frames_t;  /* one provider instance: a device and a reserved range */
-typedef uint64_t gh_pframe_t;            /* a physical frame (CUmemGenericAllocationHandle, or a slot of the simulation) */
+/* A physical allocation of one or more frames (a CUmemGenericAllocationHandle,
+ * or a run of slots of the simulation). */
+typedef uint64_t gh_pframe_t;
 typedef uintptr_t gh_fevent_t;           /* an event recorded on a stream; 0 = none */
 
 typedef struct gh_frames_ops_s {
@@ -49,16 +64,18 @@ typedef struct gh_frames_ops_s {
   /* Free bytes of the device (cudaMemGetInfo), for the default budget. */
   int (*device_free)(gh_frames_t* f, size_t* free_bytes, size_t* total_bytes);
 
-  /* Physical frames: create one frame in `tier` (GH_TIER_DEVICE or
-   * GH_TIER_HOST), release one that is mapped nowhere. */
-  int (*create)(gh_frames_t* f, gh_tier_t tier, gh_pframe_t* out);
+  /* Physical allocations: create one of `frames` frames (>= 1) in `tier`
+   * (GH_TIER_DEVICE or GH_TIER_HOST); release one that is mapped nowhere. */
+  int (*create)(gh_frames_t* f, gh_tier_t tier, size_t frames, gh_pframe_t* out);
   int (*release)(gh_frames_t* f, gh_pframe_t pf);
-  /* Map n physical frames at va, va + frame, ... (all inside the range, all
-   * unmapped there) and make them readable and writable by the device (and,
-   * in the simulation, by the host): one access call for the whole range. */
+  /* Map the n allocations pfs[0..n) back to back from va (each its own
+   * size; all inside the range, all unmapped there) and make them readable
+   * and writable by the device (and, in the simulation, by the host): one
+   * access call for the whole range. */
   int (*map)(gh_frames_t* f, uint8_t* va, const gh_pframe_t* pfs, size_t n);
-  /* Unmap n frames from va on; their physical frames stay valid. */
-  int (*unmap)(gh_frames_t* f, uint8_t* va, size_t n);
+  /* Unmap `frames` frames from va on, covering whole mappings (see above);
+   * the allocations stay valid. */
+  int (*unmap)(gh_frames_t* f, uint8_t* va, size_t frames);
 
   /* Streams and events. stream NULL is the legacy default stream. copy is
    * asynchronous on `stream` (the simulation copies at once). */
@@ -87,7 +104,8 @@ const gh_frames_ops_t* _gh_frames_select(gh_backend_t backend);
 /* Simulation knobs for tests (frames_sim.c only): events complete only
  * after `lag` further queries, so that stream-ordered reuse is exercised;
  * the device tier holds at most `device_frames` frames (create fails with
- * GH_ERR_DEVICE_NOMEM beyond), the host tier at most `host_frames`. */
+ * GH_ERR_DEVICE_NOMEM beyond), the host tier at most `host_frames` (frames,
+ * not allocations). */
 void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames, size_t host_frames);
 
 #ifdef __cplusplus

@@ -1,20 +1,23 @@
 /* gpuheap: host memory standing in for both frame tiers (see frames.h).
  *
  * The range is an mmap(PROT_NONE, MAP_NORESERVE) reservation. Each tier is
- * one memfd grown with ftruncate; a physical frame is a frame-sized slot of
- * its tier's memfd (released slots are reused, with their pages). Mapping a frame
- * is mmap(MAP_FIXED | MAP_SHARED) of its slot at the address, so the same
- * frame mapped at two addresses is really the same memory, as with
+ * one memfd grown with ftruncate; a physical allocation of n frames is a run
+ * of n frame-sized slots of its tier's memfd, first fit (released slots are
+ * reused, with their pages). Mapping an allocation is one
+ * mmap(MAP_FIXED | MAP_SHARED) of its slots at the address, so the same
+ * allocation mapped at two addresses is really the same memory, as with
  * cuMemMap; unmapping maps PROT_NONE anonymous memory back over it, which
- * keeps the reservation.
+ * keeps the reservation. The mapping rules of frames.h (whole allocations,
+ * unmap of whole mappings only) are checked as vmm.c checks them.
  *
  * Streams are opaque tokens, copies are memcpy, and an event completes
  * after `lag` queries (0 by default; _gh_frames_sim_configure), so that
  * callers meet GH_ERR_BUSY as they would on a GPU.
  *
- * Invariants, per tier t:  live[t] == |{slots s : used[t][s]}|,  and
- * map_count[t][s] == |{va frames v : mapped[v] == (t, s)}|. A slot is
- * released only when its map count is 0.
+ * Invariants, per tier t:  live[t] == |{slots s : used[t][s] != 0}| (frames),
+ * and for an allocation starting at slot s (used[t][s] == SIM_HEAD):
+ * map_count[t][s] == |{va frames v : head[v] and mapped[v] == (t, s)}|. An
+ * allocation is released only when its map count is 0.
  *
  * Linux only (memfd_create). Not thread-safe, as frames.h says; the
  * process-wide counters of frames_sim.h are atomic.
@@ -37,14 +40,15 @@
 /* What device_free reports when the device tier has no configured limit. */
 #define GH_SIM_DEVICE_BYTES ((size_t)16 << 30)
 
+enum { SIM_FREE = 0, SIM_HEAD = 1, SIM_BODY = 2 };
+
 typedef struct gh_sim_tier_s {
   int fd;
   size_t slots;         /* slots the memfd holds (its size / frame) */
-  uint8_t* used;        /* per slot: created and not released */
-  uint32_t* map_count;  /* per slot: addresses it is mapped at */
-  size_t* free_stack;   /* released slots, reused first */
-  size_t n_free;
-  size_t live;
+  uint8_t* used;        /* per slot: SIM_FREE, SIM_HEAD (an allocation's first), SIM_BODY */
+  uint32_t* map_count;  /* per head slot: addresses its allocation is mapped at */
+  size_t* len;          /* per head slot: frames of its allocation */
+  size_t live;          /* frames */
   size_t limit;         /* most live frames; 0 = no limit */
 } gh_sim_tier_t;
 
@@ -61,6 +65,7 @@ struct gh_frames_s {
   uint8_t* base;
   size_t bytes, frame, n_va;
   gh_pframe_t* mapped;  /* per va frame: the handle mapped there, or 0 */
+  uint8_t* head;        /* per va frame: a mapping starts there */
   gh_sim_tier_t tier[GH_TIER_COUNT];  /* [DEVICE] and [HOST]; [NONE] unused */
   uint32_t lag;
   gh_sim_event_t* events;
@@ -86,7 +91,8 @@ static int gh_sim_open(gh_frames_t** out, int device, size_t va_bytes, uint8_t**
   f->bytes = n_va * frame;
   f->tier[GH_TIER_DEVICE].fd = f->tier[GH_TIER_HOST].fd = f->tier[GH_TIER_NONE].fd = -1;
   f->mapped = calloc(n_va, sizeof *f->mapped);
-  if (!f->mapped) goto nomem;
+  f->head = calloc(n_va, 1);
+  if (!f->mapped || !f->head) goto nomem;
   /* Over-reserve by one frame to align the base to the frame. */
   void* p = mmap(NULL, f->bytes + frame, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) goto nomem;
@@ -103,6 +109,7 @@ static int gh_sim_open(gh_frames_t** out, int device, size_t va_bytes, uint8_t**
       for (int u = GH_TIER_DEVICE; u < t; u++) close(f->tier[u].fd);
       munmap(f->base, f->bytes);
       free(f->mapped);
+      free(f->head);
       free(f);
       return _gh_error(GH_ERR_NOMEM, "sim open: memfd_create: %s", strerror(e));
     }
@@ -113,6 +120,7 @@ static int gh_sim_open(gh_frames_t** out, int device, size_t va_bytes, uint8_t**
   return GH_OK;
 nomem:
   free(f->mapped);
+  free(f->head);
   free(f);
   return _gh_error(GH_ERR_NOMEM, "sim open: cannot reserve %zu bytes", va_bytes);
 }
@@ -133,7 +141,7 @@ static int gh_sim_close(gh_frames_t* f) {
     close(T->fd);
     free(T->used);
     free(T->map_count);
-    free(T->free_stack);
+    free(T->len);
   }
   for (gh_sim_event_t *e = f->events, *n; e; e = n) {
     n = e->next;
@@ -146,6 +154,7 @@ static int gh_sim_close(gh_frames_t* f) {
     __atomic_fetch_add(&gh_sim_leaked_all, 1, __ATOMIC_RELAXED);
   }
   free(f->mapped);
+  free(f->head);
   free(f);
   return GH_OK;
 }
@@ -166,41 +175,59 @@ static int gh_sim_tier_grow(gh_frames_t* f, gh_sim_tier_t* T, size_t slots) {
   uint32_t* mc = realloc(T->map_count, slots * sizeof *mc);
   if (!mc) return GH_ERR_NOMEM;
   T->map_count = mc;
-  size_t* fs = realloc(T->free_stack, slots * sizeof *fs);
-  if (!fs) return GH_ERR_NOMEM;
-  T->free_stack = fs;
+  size_t* len = realloc(T->len, slots * sizeof *len);
+  if (!len) return GH_ERR_NOMEM;
+  T->len = len;
   if (ftruncate(T->fd, (off_t)(slots * f->frame)) != 0) return GH_ERR_NOMEM;
-  for (size_t s = T->slots; s < slots; s++) used[s] = 0, mc[s] = 0;
-  /* Push the new slots so that the lowest is popped first. */
-  for (size_t s = slots; s-- > T->slots;) fs[T->n_free++] = s;
+  for (size_t s = T->slots; s < slots; s++) used[s] = SIM_FREE, mc[s] = 0, len[s] = 0;
   T->slots = slots;
   return GH_OK;
 }
 
-static int gh_sim_create(gh_frames_t* f, gh_tier_t tier, gh_pframe_t* out) {
+/* First fit: the lowest run of n free slots, or SIZE_MAX. Lowest first, so
+ * that slots (and their pages) are reused. */
+static size_t gh_sim_fit(const gh_sim_tier_t* T, size_t n) {
+  for (size_t i = 0; i + n <= T->slots;) {
+    size_t j = 0;
+    while (j < n && T->used[i + j] == SIM_FREE) j++;
+    if (j == n) return i;
+    i += j + 1;
+  }
+  return SIZE_MAX;
+}
+
+static int gh_sim_create(gh_frames_t* f, gh_tier_t tier, size_t frames, gh_pframe_t* out) {
   if (!f || !out || !gh_sim_tier_ok(tier)) return _gh_error(GH_ERR_INVAL, "sim create: bad arguments");
+  if (frames == 0 || frames > f->n_va)
+    return _gh_error(GH_ERR_INVAL, "sim create: %zu frames (the range holds %zu)", frames, f->n_va);
   gh_sim_tier_t* T = &f->tier[tier];
-  if (T->limit && T->live >= T->limit)
-    return _gh_error(tier == GH_TIER_DEVICE ? GH_ERR_DEVICE_NOMEM : GH_ERR_NOMEM,
-                     "sim create: the %s tier is full (%zu frames)", tier == GH_TIER_DEVICE ? "device" : "host",
-                     T->limit);
-  if (T->n_free == 0 && gh_sim_tier_grow(f, T, T->slots ? 2 * T->slots : 16) != GH_OK)
-    return _gh_error(tier == GH_TIER_DEVICE ? GH_ERR_DEVICE_NOMEM : GH_ERR_NOMEM, "sim create: cannot grow the memfd");
-  const size_t s = T->free_stack[--T->n_free];
-  T->used[s] = 1;
+  const int nomem = tier == GH_TIER_DEVICE ? GH_ERR_DEVICE_NOMEM : GH_ERR_NOMEM;
+  if (T->limit && (T->live >= T->limit || frames > T->limit - T->live))
+    return _gh_error(nomem, "sim create: the %s tier is full (%zu of %zu frames, %zu asked)",
+                     tier == GH_TIER_DEVICE ? "device" : "host", T->live, T->limit, frames);
+  size_t s = gh_sim_fit(T, frames);
+  if (s == SIZE_MAX) {
+    size_t want = T->slots ? 2 * T->slots : 16;
+    while (want < T->slots + frames) want *= 2;
+    if (gh_sim_tier_grow(f, T, want) != GH_OK) return _gh_error(nomem, "sim create: cannot grow the memfd");
+    s = gh_sim_fit(T, frames);
+  }
+  T->used[s] = SIM_HEAD;
+  for (size_t k = 1; k < frames; k++) T->used[s + k] = SIM_BODY;
   T->map_count[s] = 0;
-  T->live++;
-  __atomic_fetch_add(&gh_sim_live_all, 1, __ATOMIC_RELAXED);
+  T->len[s] = frames;
+  T->live += frames;
+  __atomic_fetch_add(&gh_sim_live_all, frames, __ATOMIC_RELAXED);
   *out = ((gh_pframe_t)tier << GH_SIM_TIER_SHIFT) | (gh_pframe_t)(s + 1);
   return GH_OK;
 }
 
-/* Decode a handle; NULL for one that is no live frame. */
+/* Decode a handle; NULL for one that is no live allocation. */
 static gh_sim_tier_t* gh_sim_decode(gh_frames_t* f, gh_pframe_t pf, size_t* slot) {
   const uint64_t t = pf >> GH_SIM_TIER_SHIFT, s1 = pf & GH_SIM_SLOT_MASK;
   if (!gh_sim_tier_ok((gh_tier_t)t) || s1 == 0) return NULL;
   gh_sim_tier_t* T = &f->tier[t];
-  if (s1 - 1 >= T->slots || !T->used[s1 - 1]) return NULL;
+  if (s1 - 1 >= T->slots || T->used[s1 - 1] != SIM_HEAD) return NULL;
   *slot = (size_t)(s1 - 1);
   return T;
 }
@@ -208,16 +235,18 @@ static gh_sim_tier_t* gh_sim_decode(gh_frames_t* f, gh_pframe_t pf, size_t* slot
 static int gh_sim_release(gh_frames_t* f, gh_pframe_t pf) {
   size_t s;
   gh_sim_tier_t* T = f ? gh_sim_decode(f, pf, &s) : NULL;
-  if (!T) return _gh_error(GH_ERR_INVAL, "sim release: unknown frame %#llx", (unsigned long long)pf);
-  if (T->map_count[s]) return _gh_error(GH_ERR_INVAL, "sim release: frame %#llx is still mapped", (unsigned long long)pf);
-  /* The slot keeps its pages for the next frame created in it (as a
-   * CUDA frame, a new frame's contents are undefined): punching them out
+  if (!T) return _gh_error(GH_ERR_INVAL, "sim release: unknown allocation %#llx", (unsigned long long)pf);
+  if (T->map_count[s])
+    return _gh_error(GH_ERR_INVAL, "sim release: allocation %#llx is still mapped", (unsigned long long)pf);
+  /* The slots keep their pages for the next allocation made in them (as
+   * with CUDA, a new allocation's contents are undefined): punching them out
    * made every reuse fault them in and clear them again, which dominated
    * the tests' time. close() gives all of them back. */
-  T->used[s] = 0;
-  T->free_stack[T->n_free++] = s;
-  T->live--;
-  __atomic_fetch_sub(&gh_sim_live_all, 1, __ATOMIC_RELAXED);
+  const size_t n = T->len[s];
+  for (size_t k = 0; k < n; k++) T->used[s + k] = SIM_FREE;
+  T->len[s] = 0;
+  T->live -= n;
+  __atomic_fetch_sub(&gh_sim_live_all, n, __ATOMIC_RELAXED);
   return GH_OK;
 }
 
@@ -230,34 +259,48 @@ static size_t gh_sim_va_index(const gh_frames_t* f, const uint8_t* va, size_t n)
 }
 
 static int gh_sim_map(gh_frames_t* f, uint8_t* va, const gh_pframe_t* pfs, size_t n) {
-  if (!f || !pfs) return _gh_error(GH_ERR_INVAL, "sim map: bad arguments");
-  const size_t v0 = gh_sim_va_index(f, va, n);
-  if (v0 == SIZE_MAX) return _gh_error(GH_ERR_INVAL, "sim map: %p + %zu frames is outside the range or unaligned", (void*)va, n);
+  if (!f || !pfs || n == 0) return _gh_error(GH_ERR_INVAL, "sim map: bad arguments");
+  size_t total = 0;
   for (size_t i = 0; i < n; i++) {
     size_t s;
-    if (f->mapped[v0 + i]) return _gh_error(GH_ERR_INVAL, "sim map: %p is mapped already", (void*)(va + i * f->frame));
-    if (!gh_sim_decode(f, pfs[i], &s)) return _gh_error(GH_ERR_INVAL, "sim map: unknown frame %#llx", (unsigned long long)pfs[i]);
+    const gh_sim_tier_t* T = gh_sim_decode(f, pfs[i], &s);
+    if (!T) return _gh_error(GH_ERR_INVAL, "sim map: unknown allocation %#llx", (unsigned long long)pfs[i]);
+    if (T->map_count[s] == UINT32_MAX) return _gh_error(GH_ERR_INVAL, "sim map: allocation mapped too often");
+    if (T->len[s] > f->n_va - total) return _gh_error(GH_ERR_INVAL, "sim map: allocations larger than the range");
+    total += T->len[s];
   }
+  const size_t v0 = gh_sim_va_index(f, va, total);
+  if (v0 == SIZE_MAX)
+    return _gh_error(GH_ERR_INVAL, "sim map: %p + %zu frames is outside the range or unaligned", (void*)va, total);
+  for (size_t i = 0; i < total; i++)
+    if (f->mapped[v0 + i]) return _gh_error(GH_ERR_INVAL, "sim map: %p is mapped already", (void*)(va + i * f->frame));
+  size_t off = 0;
   for (size_t i = 0; i < n; i++) {
     size_t s;
     gh_sim_tier_t* T = gh_sim_decode(f, pfs[i], &s);
-    /* MAP_POPULATE: one call sets up the frame's page tables instead of a
-     * fault per page on first touch. */
-    void* p = mmap(va + i * f->frame, f->frame, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_SHARED | MAP_POPULATE, T->fd,
-                   (off_t)(s * f->frame));
+    const size_t len = T->len[s];
+    /* MAP_POPULATE: one call sets up the page tables instead of a fault per
+     * page on first touch. */
+    void* p = mmap(va + off * f->frame, len * f->frame, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_SHARED | MAP_POPULATE,
+                   T->fd, (off_t)(s * f->frame));
     if (p == MAP_FAILED) {
       const int e = errno;
-      for (size_t j = 0; j < i; j++) {  /* roll back */
-        size_t sj;
-        gh_sim_tier_t* Tj = gh_sim_decode(f, pfs[j], &sj);
-        Tj->map_count[sj]--;
-        f->mapped[v0 + j] = 0;
+      for (size_t u = 0; u < off;) {  /* roll back */
+        size_t su;
+        gh_sim_tier_t* Tu = gh_sim_decode(f, f->mapped[v0 + u], &su);
+        Tu->map_count[su]--;
+        const size_t lu = Tu->len[su];
+        for (size_t k = 0; k < lu; k++) f->mapped[v0 + u + k] = 0;
+        f->head[v0 + u] = 0;
+        u += lu;
       }
-      gh_sim_unmap_raw(f, va, n);
+      gh_sim_unmap_raw(f, va, total);
       return _gh_error(GH_ERR_NOMEM, "sim map: mmap: %s", strerror(e));
     }
     T->map_count[s]++;
-    f->mapped[v0 + i] = pfs[i];
+    f->head[v0 + off] = 1;
+    for (size_t k = 0; k < len; k++) f->mapped[v0 + off + k] = pfs[i];
+    off += len;
   }
   return GH_OK;
 }
@@ -268,13 +311,19 @@ static int gh_sim_unmap(gh_frames_t* f, uint8_t* va, size_t n) {
   if (v0 == SIZE_MAX) return _gh_error(GH_ERR_INVAL, "sim unmap: %p + %zu frames is outside the range or unaligned", (void*)va, n);
   for (size_t i = 0; i < n; i++)
     if (!f->mapped[v0 + i]) return _gh_error(GH_ERR_INVAL, "sim unmap: %p is not mapped", (void*)(va + i * f->frame));
+  const size_t end = v0 + n;
+  if (!f->head[v0] || (end < f->n_va && f->mapped[end] && !f->head[end]))
+    return _gh_error(GH_ERR_INVAL, "sim unmap: frames [%zu, %zu) would split a mapping", v0, end);
   const int rc = gh_sim_unmap_raw(f, va, n);
   if (rc != GH_OK) return rc;
-  for (size_t i = 0; i < n; i++) {
-    size_t s;
-    gh_sim_tier_t* T = gh_sim_decode(f, f->mapped[v0 + i], &s);
-    T->map_count[s]--;
-    f->mapped[v0 + i] = 0;
+  for (size_t i = v0; i < end; i++) {
+    if (f->head[i]) {
+      size_t s;
+      gh_sim_tier_t* T = gh_sim_decode(f, f->mapped[i], &s);
+      T->map_count[s]--;
+      f->head[i] = 0;
+    }
+    f->mapped[i] = 0;
   }
   return GH_OK;
 }

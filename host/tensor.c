@@ -5,12 +5,26 @@
  *
  * Layout of the range (frames, from the provider):
  *
- *   [ device heap: heap_max | staging window: GH_TM_STAGE | tensors ... ]
+ *   [ device heap: heap_max | device staging: GH_TM_STAGE | host aliases | tensors ... ]
  *
  * Glossary: a *vframe* is one frame-sized slot of the range, with its record
- * (gh_vframe_t: role, tier, the physical frame mapped there, tensor counts);
- * a *slab* is a vframe shared by small tensors of one kind (a bitmap of
- * 256-byte granules, first fit); a *run* is the vframes of one large tensor.
+ * (gh_vframe_t: role, tier, the physical allocation mapped there and the
+ * vframe's place in it, tensor counts); a *slab* is a vframe shared by small
+ * tensors of one kind (a bitmap of 256-byte granules, first fit); a *run* is
+ * the vframes of one large tensor; a *chunk* is up to tm->chunk (8 by default) vframes
+ * of a run, counted from the run's start, backed together and moved
+ * together: one device allocation of its size, or in host memory one host
+ * allocation of a whole chunk or single host frames (the tail of a run). A
+ * *pa* is one physical allocation (frames.h) with its tier and, for host
+ * memory, its *alias*: every host allocation stays mapped, from creation to
+ * release, at a frame of the host-alias region, so an eviction copies
+ * straight into it (a physical allocation may be mapped at two addresses).
+ * A *unit* is what one step of a move takes: a chunk, or a slab's vframe.
+ *
+ * Why chunks: the driver's access and unmap calls cost per allocation
+ * mapped (bench/results/evict-h200.md: 35.6 us a 2 MiB device frame as 32
+ * allocations, 1.1 us as one of 64 MiB), so moving 2 MiB allocations capped
+ * evict / restore at 9-16 GB/s.
  * A tensor is LIVE until freed, then PENDING until the event recorded on its
  * free's stream completes, then its bytes are reclaimed; a vframe whose
  * tensors are all reclaimed is unmapped and its physical frame released
@@ -18,9 +32,11 @@
  *
  * Invariants (checked by _gh_tmgr_check):
  *   dev_used  == |device frames created| == frames[DEVICE] + heap_frames[DEVICE] (+ frames in transit, 0 between calls)
- *   host_used == frames[HOST] + heap_frames[HOST] + pool_n + pool_inflight
+ *   host_used == frames[HOST] + heap_frames[HOST] + pool_n + pool_inflight     (all in frames)
  *   dev_used <= dev_budget_f,  host_used <= host_budget_f
  *   per vframe: live >= pending;  warm <= live - pending;  pins > 0 => tier == DEVICE
+ *   per mapped vframe: poff < pn, and poff > 0 => the vframe before holds the same pa at poff - 1;
+ *   tier == HOST <=> palias != GH_TM_NO_ALIAS
  *
  * Synchronization.
  * - One manager mutex (mu) makes every public call atomic. A second mutex
@@ -62,8 +78,18 @@
 #include "internal.h"
 #include "tensor_internal.h"
 
-/* Frames of the staging window: the largest batch one copy step moves. */
-#define GH_TM_STAGE ((size_t)16)
+/* Units of a move in flight: copies queued on the copy stream while this
+ * thread remaps the oldest (depth 2 would suffice when a remap always takes
+ * less than a copy; 3 absorbs the remaps that take longer). */
+#define GH_TM_DEPTH ((size_t)3)
+/* Device staging: a window of a chunk for each unit in flight. */
+#define GH_TM_STAGE (GH_TM_DEPTH * GH_TM_CHUNK_MAX)
+/* Single host frames the pool keeps (of host_pool_frames) for slabs, tails
+ * and the heap; the rest of its target is kept in whole chunks. */
+#define GH_TM_POOL_ONES ((size_t)16)
+/* Most frames one heap growth maps. */
+#define GH_TM_HEAP_STEP ((size_t)64)
+#define GH_TM_NO_ALIAS UINT32_MAX
 /* Streams remembered per tensor; beyond, all streams seen are used. */
 #define GH_TM_TENSOR_STREAMS 4
 /* Recently freed starts remembered to tell a double free from a foreign
@@ -80,6 +106,7 @@ struct gh_tensor_s {
   size_t bytes;  /* requested */
   size_t span;   /* rounded to GH_TM_ALIGN */
   size_t vf0, nvf;  /* its vframes */
+  size_t chunk;     /* run: frames of its chunks (tm->chunk, less when it only fit split finer) */
   uint32_t pins;
   uint8_t kind, cold, state, nstreams, many_streams;
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
@@ -90,8 +117,18 @@ struct gh_tensor_s {
   gh_tensor_t *fnext, *fprev;       /* a slab's tensors */
 };
 
+/* A physical allocation, as the manager holds it. */
+typedef struct gh_tm_pa_s {
+  gh_pframe_t pf;
+  uint32_t n;      /* frames */
+  uint32_t alias;  /* host: its alias, in frames from alias_vf0; device: GH_TM_NO_ALIAS */
+  uint8_t tier;
+} gh_tm_pa_t;
+
 typedef struct gh_vframe_s {
-  gh_pframe_t pf;       /* mapped here when tier != NONE */
+  gh_pframe_t pf;       /* the allocation mapped here when tier != NONE */
+  uint32_t palias;      /* its alias (host), GH_TM_NO_ALIAS (device) */
+  uint32_t pn, poff;    /* its frames, and this vframe's place in it */
   uint8_t tier, role, kind;
   uint8_t clock;        /* CLOCK credits */
   uint8_t mark;         /* chosen as a victim in this batch */
@@ -118,7 +155,11 @@ struct gh_tmgr_s {
   gh_tmgr_options_t opt;
   uint8_t* base;
   size_t frame, n_va;
-  size_t heap_vf, stage_vf0, tensor_vf0;
+  size_t heap_vf, stage_vf0, alias_vf0, tensor_vf0;
+  size_t chunk;                 /* frames of a chunk, <= GH_TM_CHUNK_MAX */
+  size_t alias_big_f;           /* alias region: [0, alias_big_f) for chunk-sized host allocations ... */
+  size_t alias_one_f;           /* ... then alias_one_f single frames */
+  uint8_t* alias_used;          /* per alias frame (big: per block's first frame) */
   gh_vframe_t* vf;
   size_t free_hint;  /* no FREE tensor vframe below it */
   size_t hand;       /* CLOCK hand */
@@ -127,8 +168,11 @@ struct gh_tmgr_s {
   size_t dev_budget_f, host_budget_f;
   size_t dev_used, host_used;
   size_t nframes[GH_TIER_COUNT], heap_nframes[GH_TIER_COUNT];
-  gh_pframe_t* pool;
-  size_t pool_n, pool_cap, pool_target, pool_inflight;
+  gh_tm_pa_t* pool;             /* host allocations created ahead, mapped at their aliases only */
+  size_t pool_cnt, pool_cap;    /* entries */
+  size_t pool_n, pool_inflight; /* frames: in the pool, being created by the pool thread */
+  size_t pool_target, pool_ones_target, pool_bigs_target;  /* frames; single frames; chunk allocations */
+  size_t pool_ones, pool_bigs;  /* entries of each size in the pool or being created */
 
   size_t slab_head[GH_KIND_COUNT];
   gh_stream_t copy_stream;
@@ -310,62 +354,148 @@ static int gh_tm_bad_ptr(const gh_tmgr_t* tm, const void* p, const char* what) {
   return _gh_error(GH_ERR_FOREIGN, "%s: %p is no live tensor's start", what, p);
 }
 
-/* ---------------------------------------------------------------- host pool */
-/* A host frame: from the pool, else created now within the host budget. */
-static int gh_tm_host_get(gh_tmgr_t* tm, gh_pframe_t* out) {
-  int rc;
-  if (tm->pool_n) {
-    *out = tm->pool[--tm->pool_n];
-    rc = GH_OK;
-  } else if (tm->host_used < tm->host_budget_f) {
-    rc = GH_P(tm, tm->ops->create(tm->fr, GH_TIER_HOST, out));
-    if (rc == GH_OK) tm->host_used++;
+/* ---------------------------------------------------------------- host pool
+ * Host allocations are of two sizes: a whole chunk ("big", alias in
+ * [0, alias_big_f) of the alias region, in blocks of tm->chunk) and a
+ * single frame ("one", alias in [alias_big_f, +alias_one_f)). Each region
+ * holds as many as the host budget allows, so an alias is always found. */
+static uint8_t* gh_tm_alias_va(const gh_tmgr_t* tm, uint32_t alias) { return gh_tm_va(tm, tm->alias_vf0 + alias); }
+static int gh_tm_pa_big(const gh_tmgr_t* tm, const gh_tm_pa_t* pa) { return pa->alias < tm->alias_big_f; }
+
+/* An alias for a host allocation (big or one); GH_TM_NO_ALIAS when none. */
+static uint32_t gh_tm_alias_get(gh_tmgr_t* tm, int big) {
+  const size_t lo = big ? 0 : tm->alias_big_f;
+  const size_t hi = big ? tm->alias_big_f / tm->chunk * tm->chunk : lo + tm->alias_one_f;
+  const size_t step = big ? tm->chunk : 1;
+  for (size_t a = lo; a + step <= hi; a += step)
+    if (!tm->alias_used[a]) {
+      tm->alias_used[a] = 1;
+      return (uint32_t)a;
+    }
+  return GH_TM_NO_ALIAS;
+}
+static void gh_tm_alias_put(gh_tmgr_t* tm, uint32_t alias) { tm->alias_used[alias] = 0; }
+
+/* Provider calls for a host allocation of n frames at its (reserved) alias:
+ * create and map there / unmap and release. Under pmu, not mu necessarily. */
+static int gh_tm_host_make(gh_tmgr_t* tm, size_t n, uint32_t alias, gh_pframe_t* out) {
+  gh_pframe_t pf = 0;
+  int rc = GH_P(tm, tm->ops->create(tm->fr, GH_TIER_HOST, n, &pf));
+  if (rc != GH_OK) return rc;
+  rc = GH_P(tm, tm->ops->map(tm->fr, gh_tm_alias_va(tm, alias), &pf, 1));
+  if (rc != GH_OK) {
+    GH_P(tm, tm->ops->release(tm->fr, pf));
+    return rc;
+  }
+  *out = pf;
+  return GH_OK;
+}
+static void gh_tm_host_unmake(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
+  GH_P(tm, tm->ops->unmap(tm->fr, gh_tm_alias_va(tm, pa->alias), pa->n));
+  GH_P(tm, tm->ops->release(tm->fr, pa->pf));
+  gh_tm_alias_put(tm, pa->alias);
+  tm->host_used -= pa->n;
+}
+
+static void gh_tm_pool_take(gh_tmgr_t* tm, size_t i) {
+  const gh_tm_pa_t pa = tm->pool[i];
+  tm->pool[i] = tm->pool[--tm->pool_cnt];
+  tm->pool_n -= pa.n;
+  if (gh_tm_pa_big(tm, &pa)) tm->pool_bigs--; else tm->pool_ones--;
+}
+
+/* A host allocation of n frames (tm->chunk: a big one; 1: a single frame):
+ * from the pool, else created now within the host budget (giving back pool
+ * allocations of the other size if the budget needs it). */
+static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
+  const int big = n == tm->chunk;
+  int rc = GH_OK;
+  size_t i = tm->pool_cnt;
+  while (i-- > 0)
+    if (gh_tm_pa_big(tm, &tm->pool[i]) == big) break;
+  if (i != SIZE_MAX) {
+    *out = tm->pool[i];
+    gh_tm_pool_take(tm, i);
   } else {
-    rc = _gh_error(GH_ERR_BUDGET, "host budget of %zu frames spent", tm->host_budget_f);
+    while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) {
+      const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
+      gh_tm_pool_take(tm, tm->pool_cnt - 1);
+      gh_tm_host_unmake(tm, &pa);
+    }
+    const uint32_t alias = tm->host_used + n <= tm->host_budget_f ? gh_tm_alias_get(tm, big) : GH_TM_NO_ALIAS;
+    if (alias == GH_TM_NO_ALIAS) {
+      rc = _gh_error(GH_ERR_BUDGET, "host budget of %zu frames spent (%zu used, %zu asked)", tm->host_budget_f,
+                     tm->host_used, n);
+    } else {
+      rc = gh_tm_host_make(tm, n, alias, &out->pf);
+      if (rc == GH_OK) {
+        tm->host_used += n;
+        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST;
+      } else {
+        gh_tm_alias_put(tm, alias);
+      }
+    }
   }
   if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
   return rc;
 }
 
-/* A host frame mapped nowhere goes back to the pool (kept up to twice its
- * target), else is released. */
-static void gh_tm_host_put(gh_tmgr_t* tm, gh_pframe_t pf) {
-  if (tm->pool_n < 2 * tm->pool_target && tm->pool_n < tm->pool_cap) {
-    tm->pool[tm->pool_n++] = pf;
+/* A host allocation mapped nowhere but at its alias goes back to the pool
+ * (kept up to twice its target), else is released. */
+static void gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
+  if (tm->pool_n + pa->n <= 2 * tm->pool_target && tm->pool_cnt < tm->pool_cap) {
+    tm->pool[tm->pool_cnt++] = *pa;
+    tm->pool_n += pa->n;
+    if (gh_tm_pa_big(tm, pa)) tm->pool_bigs++; else tm->pool_ones++;
     return;
   }
-  GH_P(tm, tm->ops->release(tm->fr, pf));
-  tm->host_used--;
+  gh_tm_host_unmake(tm, pa);
 }
 
-/* The pool thread: keeps pool_target host frames created ahead of need.
- * It holds mu only to look at and hand over the pool, and pmu (alone) while
- * it creates a frame. */
+/* The pool thread: keeps pool_ones_target single frames and
+ * pool_bigs_target chunk allocations created ahead of need, mapped at their
+ * aliases. It holds mu only to look at and hand over the pool, and pmu
+ * (alone) while it creates an allocation. */
 static void* gh_tm_pool_main(void* arg) {
   gh_tmgr_t* tm = arg;
   pthread_mutex_lock(&tm->mu);
   while (!tm->pool_stop) {
-    if (tm->pool_n + tm->pool_inflight < tm->pool_target && tm->host_used < tm->host_budget_f &&
-        tm->pool_n < tm->pool_cap) {
-      tm->host_used++, tm->pool_inflight++;  /* reserve the budget first */
-      pthread_mutex_unlock(&tm->mu);
-      gh_pframe_t pf = 0;
-      const int rc = GH_P(tm, tm->ops->create(tm->fr, GH_TIER_HOST, &pf));
-      pthread_mutex_lock(&tm->mu);
-      tm->pool_inflight--;
-      if (rc == GH_OK && tm->pool_n < tm->pool_cap) {
-        tm->pool[tm->pool_n++] = pf;
-      } else {
-        if (rc == GH_OK) GH_P(tm, tm->ops->release(tm->fr, pf));
-        tm->host_used--;
-        pthread_cond_broadcast(&tm->pool_done_cv);
-        if (!tm->pool_stop) pthread_cond_wait(&tm->pool_cv, &tm->mu);  /* failed: wait for a change */
-        continue;
-      }
-      pthread_cond_broadcast(&tm->pool_done_cv);
-    } else {
-      pthread_cond_wait(&tm->pool_cv, &tm->mu);
+    int big = -1;
+    if (tm->pool_cnt + 1 < tm->pool_cap) {
+      if (tm->pool_ones < tm->pool_ones_target && tm->host_used + 1 <= tm->host_budget_f)
+        big = 0;
+      else if (tm->pool_bigs < tm->pool_bigs_target && tm->host_used + tm->chunk <= tm->host_budget_f)
+        big = 1;
     }
+    const uint32_t alias = big >= 0 ? gh_tm_alias_get(tm, big) : GH_TM_NO_ALIAS;
+    if (alias == GH_TM_NO_ALIAS) {
+      pthread_cond_wait(&tm->pool_cv, &tm->mu);
+      continue;
+    }
+    const size_t n = big ? tm->chunk : 1;
+    /* Reserve the budget and the count first. */
+    tm->host_used += n, tm->pool_inflight += n;
+    if (big) tm->pool_bigs++; else tm->pool_ones++;
+    pthread_mutex_unlock(&tm->mu);
+    gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST};
+    const int rc = gh_tm_host_make(tm, n, alias, &pa.pf);
+    pthread_mutex_lock(&tm->mu);
+    tm->pool_inflight -= n;
+    if (rc == GH_OK && tm->pool_cnt < tm->pool_cap) {
+      tm->pool[tm->pool_cnt++] = pa;
+      tm->pool_n += n;
+      pthread_cond_broadcast(&tm->pool_done_cv);
+      continue;
+    }
+    if (big) tm->pool_bigs--; else tm->pool_ones--;
+    if (rc == GH_OK) {
+      gh_tm_host_unmake(tm, &pa);  /* gives back the budget and the alias */
+    } else {
+      tm->host_used -= n;
+      gh_tm_alias_put(tm, alias);
+    }
+    pthread_cond_broadcast(&tm->pool_done_cv);
+    if (!tm->pool_stop) pthread_cond_wait(&tm->pool_cv, &tm->mu);  /* failed: wait for a change */
   }
   pthread_mutex_unlock(&tm->mu);
   return NULL;
@@ -385,44 +515,83 @@ static void gh_tm_count(gh_tmgr_t* tm, const gh_vframe_t* f, int delta) {
     tm->nframes[f->tier] += (size_t)delta;
 }
 
-/* Release a physical frame mapped nowhere. */
-static void gh_tm_pf_drop(gh_tmgr_t* tm, gh_tier_t tier, gh_pframe_t pf) {
-  if (tier == GH_TIER_HOST) {
-    gh_tm_host_put(tm, pf);
+/* Give back an allocation mapped nowhere (but, host, at its alias). */
+static void gh_tm_pa_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
+  if (pa->tier == GH_TIER_HOST) {
+    gh_tm_host_put(tm, pa);
   } else {
-    GH_P(tm, tm->ops->release(tm->fr, pf));
-    tm->dev_used--;
+    GH_P(tm, tm->ops->release(tm->fr, pa->pf));
+    tm->dev_used -= pa->n;
   }
 }
+static void gh_tm_pas_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pas, size_t n) {
+  for (size_t i = 0; i < n; i++) gh_tm_pa_drop(tm, &pas[i]);
+}
 
-/* Physical frames for n vframes: `dev` device frames (within the budget,
- * checked by the caller), the rest host frames. All or nothing. */
-static int gh_tm_pf_get(gh_tmgr_t* tm, size_t n, size_t dev, gh_pframe_t* pfs, uint8_t* tiers) {
-  size_t i = 0;
-  int rc = GH_OK;
-  for (; i < n; i++) {
-    if (i < dev) {
-      rc = GH_P(tm, tm->ops->create(tm->fr, GH_TIER_DEVICE, &pfs[i]));
-      if (rc == GH_OK) tm->dev_used++;
-      tiers[i] = GH_TIER_DEVICE;
-    } else {
-      rc = gh_tm_host_get(tm, &pfs[i]);
-      tiers[i] = GH_TIER_HOST;
+/* A device allocation of n frames (within the budget: checked by the caller). */
+static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
+  const int rc = GH_P(tm, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
+  if (rc != GH_OK) return rc;
+  tm->dev_used += n;
+  out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE;
+  return GH_OK;
+}
+
+/* Backing for a unit of k frames (k <= tm->chunk) in one tier: one device
+ * allocation; in host memory one big allocation for a whole chunk, else k
+ * single frames. All or nothing; *npas allocations in pas. */
+static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas) {
+  *npas = 0;
+  if (device) {
+    const int rc = gh_tm_dev_get(tm, k, &pas[0]);
+    if (rc == GH_OK) *npas = 1;
+    return rc;
+  }
+  if (k == tm->chunk && gh_tm_host_get(tm, k, &pas[0]) == GH_OK) {
+    *npas = 1;
+    return GH_OK;
+  }
+  for (size_t i = 0; i < k; i++) {
+    const int rc = gh_tm_host_get(tm, 1, &pas[i]);
+    if (rc != GH_OK) {
+      gh_tm_pas_drop(tm, pas, i);
+      return rc;
     }
-    if (rc != GH_OK) break;
   }
-  if (rc == GH_OK) return GH_OK;
-  while (i-- > 0) gh_tm_pf_drop(tm, (gh_tier_t)tiers[i], pfs[i]);
-  return rc;
+  *npas = k;
+  return GH_OK;
 }
 
-/* Unmap vframes [v, v + n) (all mapped) and release their frames. */
+/* Record allocations pas[0..n), mapped back to back from vframe v. */
+static void gh_tm_vf_set(gh_tmgr_t* tm, size_t v, const gh_tm_pa_t* pas, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (uint32_t j = 0; j < pas[i].n; j++, v++) {
+      gh_vframe_t* f = &tm->vf[v];
+      f->pf = pas[i].pf, f->palias = pas[i].alias, f->pn = pas[i].n, f->poff = j, f->tier = pas[i].tier;
+    }
+}
+
+/* The allocations mapped at vframes [v, v + k) (whole ones), in order. */
+static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* out) {
+  size_t n = 0;
+  for (size_t end = v + k; v < end; v += tm->vf[v].pn) {
+    const gh_vframe_t* f = &tm->vf[v];
+    out[n++] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier};
+  }
+  return n;
+}
+
+/* Unmap vframes [v, v + n) (all mapped, whole allocations) and give back
+ * their allocations. */
 static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
   GH_P(tm, tm->ops->unmap(tm->fr, gh_tm_va(tm, v), n));
   for (size_t i = v; i < v + n; i++) {
     gh_vframe_t* f = &tm->vf[i];
     gh_tm_count(tm, f, -1);
-    gh_tm_pf_drop(tm, (gh_tier_t)f->tier, f->pf);
+    if (f->poff == 0) {
+      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier};
+      gh_tm_pa_drop(tm, &pa);
+    }
     free(f->bits);
     memset(f, 0, sizeof *f);
     f->snext = f->sprev = SIZE_MAX;
@@ -445,86 +614,143 @@ static size_t gh_tm_find_run(gh_tmgr_t* tm, size_t n) {
   return SIZE_MAX;
 }
 
-/* Move vframes idx[0..n) (ascending, all mapped in the other tier) to tier
- * `to`, in steps of at most GH_TM_STAGE frames: new frames mapped at the
- * staging window, one copy per contiguous run on the copy stream, a sync,
- * then home unmapped and the new frames mapped there (one map call per
- * contiguous run), the old frames released. Device frames for a restore are
- * within the budget (checked by the caller). Returns the frames moved
- * (fewer when the target tier ran out). */
-static size_t gh_tm_move(gh_tmgr_t* tm, const size_t* idx, size_t n, gh_tier_t to) {
+/* ---------------------------------------------------------------- moving
+ * A move takes units (whole chunks of runs, or slab vframes) from one tier
+ * to the other, pipelined: the copies of units i and i + 1 are queued on the
+ * copy stream while this thread remaps unit i - 1 (an event per unit tells
+ * when its copy is done; GH_TM_DEPTH units in flight). Per unit:
+ *   start   new backing (host allocations come mapped at their aliases;
+ *           a device allocation is mapped at a staging window, one per
+ *           unit in flight),
+ *           copy home -> alias / staging, event;
+ *   finish  wait for the event, unmap home, map the new backing at home (one
+ *           map call), unmap the staging window (restore), give back the
+ *           old backing (device: released; host: to the pool, still at its
+ *           alias).
+ * A failure stops the move after the units finished so far; a unit whose
+ * remap fails keeps its old backing (mapped back at home). */
+typedef struct gh_tm_unit_s {
+  size_t v0, k;
+} gh_tm_unit_t;
+
+typedef struct gh_tm_step_s {
+  gh_tm_pa_t pa[GH_TM_CHUNK_MAX];
+  size_t npa;
+  gh_fevent_t ev;
+  uint8_t* stage;  /* restore: the staging window of the new device allocation */
+} gh_tm_step_t;
+
+/* The unit of vframe v. */
+static gh_tm_unit_t gh_tm_unit_of(const gh_tmgr_t* tm, size_t v) {
+  const gh_vframe_t* f = &tm->vf[v];
+  gh_tm_unit_t u = {v, 1};
+  if (f->role == GH_VF_RUN && f->tensors) {
+    const gh_tensor_t* t = f->tensors;
+    u.v0 = t->vf0 + (v - t->vf0) / t->chunk * t->chunk;
+    u.k = t->vf0 + t->nvf - u.v0 < t->chunk ? t->vf0 + t->nvf - u.v0 : t->chunk;
+  }
+  return u;
+}
+
+/* Start moving unit u into tier `to`, staging window `slot`: 1 when its
+ * copy is under way, 0 (nothing changed) when not. */
+static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st, size_t slot) {
+  uint8_t* home = gh_tm_va(tm, u->v0);
+  st->ev = 0, st->stage = NULL;
+  if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa) != GH_OK) return 0;
+  int rc = GH_OK;
+  if (to == GH_TIER_DEVICE) {
+    st->stage = gh_tm_va(tm, tm->stage_vf0 + slot * GH_TM_CHUNK_MAX);
+    rc = GH_P(tm, tm->ops->map(tm->fr, st->stage, &st->pa[0].pf, 1));
+    if (rc != GH_OK) st->stage = NULL;
+    if (rc == GH_OK) rc = GH_P(tm, tm->ops->copy(tm->fr, st->stage, home, u->k * tm->frame, tm->copy_stream));
+  } else {
+    /* One copy per run of allocations whose aliases are contiguous. */
+    size_t off = 0;
+    for (size_t i = 0; i < st->npa && rc == GH_OK;) {
+      size_t j = i + 1, nf = st->pa[i].n;
+      while (j < st->npa && st->pa[j].alias == st->pa[j - 1].alias + st->pa[j - 1].n) nf += st->pa[j++].n;
+      rc = GH_P(tm, tm->ops->copy(tm->fr, gh_tm_alias_va(tm, st->pa[i].alias), home + off * tm->frame, nf * tm->frame,
+                                   tm->copy_stream));
+      off += nf, i = j;
+    }
+  }
+  if (rc == GH_OK && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &st->ev)) != GH_OK) {
+    st->ev = 0;  /* no event: wait for the stream at the finish instead */
+  }
+  if (rc != GH_OK) {
+    GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));  /* no copy may still write into them */
+    if (st->stage) GH_P(tm, tm->ops->unmap(tm->fr, st->stage, u->k));
+    gh_tm_pas_drop(tm, st->pa, st->npa);
+    return 0;
+  }
+  return 1;
+}
+
+/* Finish a started unit: the frames moved (u->k, or 0 when it stays). */
+static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st) {
+  uint8_t* home = gh_tm_va(tm, u->v0);
+  int rc = st->ev ? GH_P(tm, tm->ops->event_sync(tm->fr, st->ev))
+                   : GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+  if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
+  gh_tm_pa_t old[GH_TM_CHUNK_MAX];
+  const size_t nold = gh_tm_vf_pas(tm, u->v0, u->k, old);
+  if (rc == GH_OK) {
+    rc = GH_P(tm, tm->ops->unmap(tm->fr, home, u->k));
+    if (rc == GH_OK) {
+      gh_pframe_t pfs[GH_TM_CHUNK_MAX];
+      for (size_t i = 0; i < st->npa; i++) pfs[i] = st->pa[i].pf;
+      rc = GH_P(tm, tm->ops->map(tm->fr, home, pfs, st->npa));
+      if (rc != GH_OK) {  /* put the old backing back */
+        for (size_t i = 0; i < nold; i++) pfs[i] = old[i].pf;
+        GH_P(tm, tm->ops->map(tm->fr, home, pfs, nold));
+      }
+    }
+  }
+  if (st->stage) GH_P(tm, tm->ops->unmap(tm->fr, st->stage, u->k));
+  if (rc != GH_OK) {
+    gh_tm_pas_drop(tm, st->pa, st->npa);
+    return 0;
+  }
+  for (size_t v = u->v0; v < u->v0 + u->k; v++) gh_tm_count(tm, &tm->vf[v], -1);
+  gh_tm_pas_drop(tm, old, nold);
+  gh_tm_vf_set(tm, u->v0, st->pa, st->npa);
+  for (size_t v = u->v0; v < u->v0 + u->k; v++) {
+    gh_vframe_t* f = &tm->vf[v];
+    gh_tm_count(tm, f, +1);
+    if (to == GH_TIER_DEVICE) f->clock = gh_tm_credit(f->kind);
+  }
+  if (to == GH_TIER_HOST)
+    tm->evictions += u->k, tm->bytes_evicted += u->k * tm->frame;
+  else
+    tm->restores += u->k, tm->bytes_restored += u->k * tm->frame;
+  return u->k;
+}
+
+/* Move units u[0..n) (all mapped in the other tier) to tier `to`, after the
+ * streams of their tensors reached the present. Device backing for a
+ * restore is within the budget (checked by the caller). Returns the frames
+ * moved (fewer when the target tier ran out). */
+static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to) {
   if (n == 0) return 0;
   gh_tm_sset_t ss = {0};
-  for (size_t i = 0; i < n; i++) gh_tm_sset_vframe(tm, &ss, idx[i]);
+  for (size_t i = 0; i < n; i++) gh_tm_sset_vframe(tm, &ss, u[i].v0);  /* a unit's vframes share their tensors */
   if (gh_tm_sset_sync(tm, &ss) != GH_OK) return 0;
-  size_t moved = 0, done = 0;
-  const gh_tier_t from = to == GH_TIER_DEVICE ? GH_TIER_HOST : GH_TIER_DEVICE;
-  uint8_t* stage = gh_tm_va(tm, tm->stage_vf0);
-  gh_pframe_t pfs[GH_TM_STAGE];
-  uint8_t tiers[GH_TM_STAGE];
-  while (moved < n) {
-    const size_t* c = idx + moved;
-    size_t k = n - moved < GH_TM_STAGE ? n - moved : GH_TM_STAGE;
-    /* New frames, as many as the tier gives. */
-    size_t got = 0;
-    for (; got < k; got++) {
-      if (gh_tm_pf_get(tm, 1, to == GH_TIER_DEVICE ? 1 : 0, &pfs[got], &tiers[got]) != GH_OK) break;
+  gh_tm_step_t* st = malloc(GH_TM_DEPTH * sizeof *st);
+  if (!st) return 0;
+  /* Units [head, i) are in flight; unit i takes the slot of unit i - DEPTH,
+   * finished by then. Start first, then finish the oldest, so that the copy
+   * stream never waits for a remap. */
+  size_t done = 0, head = 0, i = 0;
+  for (; i < n; i++) {
+    if (!gh_tm_move_start(tm, &u[i], to, &st[i % GH_TM_DEPTH], i % GH_TM_DEPTH)) break;
+    if (i + 1 - head == GH_TM_DEPTH) {
+      done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH]);
+      head++;
     }
-    if (got == 0) break;
-    k = got;
-    int rc = GH_P(tm, tm->ops->map(tm->fr, stage, pfs, k));
-    if (rc == GH_OK) {
-      for (size_t i = 0; i < k && rc == GH_OK;) {  /* one copy per contiguous run */
-        size_t j = i + 1;
-        while (j < k && c[j] == c[j - 1] + 1) j++;
-        rc = GH_P(tm, tm->ops->copy(tm->fr, stage + i * tm->frame, gh_tm_va(tm, c[i]), (j - i) * tm->frame,
-                                     tm->copy_stream));
-        i = j;
-      }
-      if (rc == GH_OK) rc = GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
-      GH_P(tm, tm->ops->unmap(tm->fr, stage, k));
-    }
-    if (rc != GH_OK) {
-      for (size_t i = 0; i < k; i++) gh_tm_pf_drop(tm, (gh_tier_t)tiers[i], pfs[i]);
-      break;
-    }
-    for (size_t i = 0; i < k;) {
-      size_t j = i + 1;
-      while (j < k && c[j] == c[j - 1] + 1) j++;
-      uint8_t* home = gh_tm_va(tm, c[i]);
-      rc = GH_P(tm, tm->ops->unmap(tm->fr, home, j - i));
-      if (rc == GH_OK) {
-        rc = GH_P(tm, tm->ops->map(tm->fr, home, &pfs[i], j - i));
-        if (rc != GH_OK) {  /* put the old frames back */
-          gh_pframe_t old[GH_TM_STAGE];
-          for (size_t u = i; u < j; u++) old[u - i] = tm->vf[c[u]].pf;
-          GH_P(tm, tm->ops->map(tm->fr, home, old, j - i));
-        }
-      }
-      for (size_t u = i; u < j; u++) {
-        gh_vframe_t* f = &tm->vf[c[u]];
-        if (rc != GH_OK) {
-          gh_tm_pf_drop(tm, (gh_tier_t)tiers[u], pfs[u]);
-          continue;
-        }
-        done++;
-        gh_tm_count(tm, f, -1);
-        gh_tm_pf_drop(tm, from, f->pf);
-        f->pf = pfs[u];
-        f->tier = (uint8_t)to;
-        gh_tm_count(tm, f, +1);
-        if (to == GH_TIER_HOST) {
-          tm->evictions++, tm->bytes_evicted += tm->frame;
-        } else {
-          tm->restores++, tm->bytes_restored += tm->frame;
-          f->clock = gh_tm_credit(f->kind);
-        }
-      }
-      i = j;
-    }
-    moved += k;
-    if (k < GH_TM_STAGE && moved < n) break;  /* the target tier ran out */
   }
+  for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH]);
+  free(st);
   return done;
 }
 
@@ -539,30 +765,55 @@ static int gh_tm_cmp_size(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
-/* Evict `want` device tensor frames (fewer if fewer can go): all-cold
- * frames first, then by CLOCK. Returns the frames evicted. */
+/* The units of vframes idx[0..n) (ascending), each once; returns how many. */
+static size_t gh_tm_units(const gh_tmgr_t* tm, const size_t* idx, size_t n, gh_tm_unit_t* out) {
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    const gh_tm_unit_t u = gh_tm_unit_of(tm, idx[i]);
+    if (m && out[m - 1].v0 == u.v0) continue;
+    out[m++] = u;
+  }
+  return m;
+}
+
+/* Evict `want` device tensor frames (fewer if fewer can go; a little more
+ * when a chosen frame's chunk is larger): all-cold frames first, then by
+ * CLOCK. Returns the frames evicted. */
 static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   if (want == 0) return 0;
-  size_t* idx = malloc(want * sizeof *idx);
+  size_t* idx = malloc(want * (sizeof *idx + sizeof(gh_tm_unit_t)));
   if (!idx) return 0;
-  size_t n = 0;
-  for (size_t v = tm->tensor_vf0; v < tm->n_va && n < want; v++)
-    if (gh_tm_victim_ok(tm, v) && tm->vf[v].warm == 0) idx[n++] = v, tm->vf[v].mark = 1;
+  gh_tm_unit_t* units = (gh_tm_unit_t*)(void*)(idx + want);
+  size_t n = 0, frames = 0;
+  /* A chosen vframe takes its whole unit: mark all of it, count its frames. */
+#define GH_TM_TAKE(v)                                                          \
+  do {                                                                         \
+    const gh_tm_unit_t u_ = gh_tm_unit_of(tm, (v));                            \
+    for (size_t w_ = u_.v0; w_ < u_.v0 + u_.k; w_++) tm->vf[w_].mark = 1;      \
+    idx[n++] = u_.v0, frames += u_.k;                                          \
+  } while (0)
+  for (size_t v = tm->tensor_vf0; v < tm->n_va && frames < want; v++)
+    if (gh_tm_victim_ok(tm, v) && tm->vf[v].warm == 0) GH_TM_TAKE(v);
   const size_t region = tm->n_va - tm->tensor_vf0;
   /* Each pass takes a credit from every candidate: at most 1 + max credit passes. */
-  for (size_t step = 0; n < want && step < region * (size_t)(2 + gh_tm_credit(GH_KIND_WEIGHTS)); step++) {
+  for (size_t step = 0; frames < want && step < region * (size_t)(2 + gh_tm_credit(GH_KIND_WEIGHTS)); step++) {
     if (tm->hand < tm->tensor_vf0 || tm->hand >= tm->n_va) tm->hand = tm->tensor_vf0;
     const size_t v = tm->hand++;
     if (!gh_tm_victim_ok(tm, v)) continue;
     if (tm->vf[v].clock) {
       tm->vf[v].clock--;
     } else {
-      idx[n++] = v, tm->vf[v].mark = 1;
+      GH_TM_TAKE(v);
     }
   }
-  for (size_t i = 0; i < n; i++) tm->vf[idx[i]].mark = 0;
+#undef GH_TM_TAKE
+  for (size_t i = 0; i < n; i++) {
+    const gh_tm_unit_t u = gh_tm_unit_of(tm, idx[i]);
+    for (size_t w = u.v0; w < u.v0 + u.k; w++) tm->vf[w].mark = 0;
+  }
   qsort(idx, n, sizeof *idx, gh_tm_cmp_size);
-  const size_t moved = gh_tm_move(tm, idx, n, GH_TIER_HOST);
+  const size_t m = gh_tm_units(tm, idx, n, units);
+  const size_t moved = gh_tm_move(tm, units, m, GH_TIER_HOST);
   free(idx);
   return moved;
 }
@@ -580,23 +831,33 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
   return avail < k ? avail : k;
 }
 
-/* Bring the host frames of vframes [v0, v0 + n) to the device (evicting
+/* Bring the host units of vframes [v0, v0 + n) to the device (evicting
  * others, never these). GH_OK when all of them are on the device. */
 static int gh_tm_restore_range(gh_tmgr_t* tm, size_t v0, size_t n) {
-  size_t* idx = malloc(n * sizeof *idx);
-  if (!idx) return _gh_error(GH_ERR_NOMEM, "tensor manager: out of memory");
-  size_t m = 0;
-  for (size_t v = v0; v < v0 + n; v++)
-    if (tm->vf[v].tier == GH_TIER_HOST) idx[m++] = v;
+  gh_tm_unit_t* units = malloc(n * sizeof *units);
+  if (!units) return _gh_error(GH_ERR_NOMEM, "tensor manager: out of memory");
+  size_t nu = 0, m = 0;
+  for (size_t v = v0; v < v0 + n;) {
+    if (tm->vf[v].tier != GH_TIER_HOST) {
+      v++;
+      continue;
+    }
+    units[nu] = gh_tm_unit_of(tm, v);
+    m += units[nu].k;
+    v = units[nu].v0 + units[nu].k;
+    nu++;
+  }
   int rc = GH_OK;
   if (m) {
     tm->prot_lo = v0, tm->prot_hi = v0 + n;
     const size_t room = gh_tm_device_room(tm, m);
     tm->prot_lo = tm->prot_hi = 0;
-    const size_t moved = gh_tm_move(tm, idx, room, GH_TIER_DEVICE);
+    size_t take = 0, fit = 0;  /* the units that fit in the room */
+    while (take < nu && fit + units[take].k <= room) fit += units[take++].k;
+    const size_t moved = gh_tm_move(tm, units, take, GH_TIER_DEVICE);
     if (moved < m) rc = _gh_error(GH_ERR_BUDGET, "restore: %zu of %zu frames found no device room", m - moved, m);
   }
-  free(idx);
+  free(units);
   return rc;
 }
 
@@ -671,25 +932,25 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t) {
       const size_t nv = gh_tm_find_run(tm, 1);
       if (nv == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range is full");
       const size_t dev = gh_tm_device_room(tm, 1);
-      gh_pframe_t pf = 0;
-      uint8_t tier = GH_TIER_NONE;
-      int rc = dev ? gh_tm_pf_get(tm, 1, 1, &pf, &tier) : GH_ERR_BUDGET;
+      gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE};
+      int rc = dev ? gh_tm_dev_get(tm, 1, &pa) : GH_ERR_BUDGET;
       if (rc != GH_OK) {
         v = gh_tm_slab_find(tm, kind, GH_TIER_HOST, g, &at);
-        if (v == SIZE_MAX) rc = gh_tm_pf_get(tm, 1, 0, &pf, &tier);
+        if (v == SIZE_MAX) rc = gh_tm_host_get(tm, 1, &pa);
       }
       if (v == SIZE_MAX) {
         if (rc != GH_OK) return _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
         const size_t words = (tm->frame / GH_TM_ALIGN + 63) / 64;
         uint64_t* bits = calloc(words, sizeof *bits);
-        rc = bits ? GH_P(tm, tm->ops->map(tm->fr, gh_tm_va(tm, nv), &pf, 1)) : GH_ERR_NOMEM;
+        rc = bits ? GH_P(tm, tm->ops->map(tm->fr, gh_tm_va(tm, nv), &pa.pf, 1)) : GH_ERR_NOMEM;
         if (rc != GH_OK) {
           free(bits);
-          gh_tm_pf_drop(tm, (gh_tier_t)tier, pf);
+          gh_tm_pa_drop(tm, &pa);
           return _gh_error(GH_ERR_NOMEM, "cannot map a frame for %zu bytes", t->bytes);
         }
+        gh_tm_vf_set(tm, nv, &pa, 1);
         gh_vframe_t* f = &tm->vf[nv];
-        f->pf = pf, f->tier = tier, f->role = GH_VF_SLAB, f->kind = (uint8_t)kind;
+        f->role = GH_VF_SLAB, f->kind = (uint8_t)kind;
         f->bits = bits, f->free_granules = (uint32_t)(tm->frame / GH_TM_ALIGN);
         gh_tm_count(tm, f, +1);
         gh_tm_slab_link(tm, nv, kind);
@@ -700,7 +961,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t) {
     gh_tm_bits_set(f->bits, at, g, 1);
     f->free_granules -= (uint32_t)g;
     t->ptr = gh_tm_va(tm, v) + at * GH_TM_ALIGN;
-    t->vf0 = v, t->nvf = 1;
+    t->vf0 = v, t->nvf = 1, t->chunk = 1;
     t->fprev = NULL, t->fnext = f->tensors;
     if (f->tensors) f->tensors->fprev = t;
     f->tensors = t;
@@ -708,28 +969,56 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t) {
     const size_t n = (t->span + tm->frame - 1) / tm->frame;
     const size_t v = gh_tm_find_run(tm, n);
     if (v == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range has no run of %zu frames", n);
-    gh_pframe_t* pfs = malloc(n * (sizeof *pfs + 1));
-    if (!pfs) return _gh_error(GH_ERR_NOMEM, "out of memory");
-    uint8_t* tiers = (uint8_t*)(pfs + n);
-    const size_t dev = gh_tm_device_room(tm, n);
-    int rc = gh_tm_pf_get(tm, n, dev, pfs, tiers);
-    if (rc == GH_ERR_DEVICE_NOMEM) rc = gh_tm_pf_get(tm, n, 0, pfs, tiers);  /* the provider refused */
-    if (rc == GH_OK && GH_P(tm, tm->ops->map(tm->fr, gh_tm_va(tm, v), pfs, n)) != GH_OK) {
-      for (size_t i = 0; i < n; i++) gh_tm_pf_drop(tm, (gh_tier_t)tiers[i], pfs[i]);
-      rc = GH_ERR_NOMEM;
+    /* Chunk by chunk from the run's start: one device allocation while the
+     * budget has room for the whole chunk (the provider may still refuse),
+     * else host memory (a big allocation, or single frames for a tail). A
+     * tensor that fits only split finer between the tiers (nearly full
+     * budgets) is tried again with chunks of half the size, down to single
+     * frames. */
+    gh_tm_pa_t* pas = malloc(n * sizeof *pas);
+    gh_pframe_t* pfs = malloc(n * sizeof *pfs);
+    if (!pas || !pfs) {
+      free(pas), free(pfs);
+      return _gh_error(GH_ERR_NOMEM, "out of memory");
     }
-    if (rc != GH_OK) {
-      free(pfs);
-      return rc == GH_ERR_NOMEM ? _gh_error(rc, "cannot map %zu frames", n)
-                                : _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
+    const size_t dev0 = gh_tm_device_room(tm, n);
+    size_t npa = 0;
+    int rc = GH_OK;
+    for (size_t ch = tm->chunk;; ch /= 2) {
+      size_t dev = dev0;
+      rc = GH_OK, npa = 0;
+      for (size_t c = 0; c < n && rc == GH_OK; c += ch) {
+        const size_t k = n - c < ch ? n - c : ch;
+        size_t got = 0;
+        rc = dev >= k ? gh_tm_unit_get(tm, k, 1, pas + npa, &got) : GH_ERR_BUDGET;
+        if (rc == GH_OK) dev -= k;
+        else rc = gh_tm_unit_get(tm, k, 0, pas + npa, &got);
+        npa += got;
+      }
+      if (rc == GH_OK) {
+        t->chunk = ch;
+        break;
+      }
+      gh_tm_pas_drop(tm, pas, npa);
+      npa = 0;
+      if (ch == 1) break;
     }
+    for (size_t i = 0; i < npa; i++) pfs[i] = pas[i].pf;
+    const int map_rc = rc == GH_OK ? GH_P(tm, tm->ops->map(tm->fr, gh_tm_va(tm, v), pfs, npa)) : GH_OK;
+    if (rc != GH_OK || map_rc != GH_OK) {
+      gh_tm_pas_drop(tm, pas, npa);
+      free(pas), free(pfs);
+      return map_rc != GH_OK ? _gh_error(GH_ERR_NOMEM, "cannot map %zu frames", n)
+                             : _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
+    }
+    gh_tm_vf_set(tm, v, pas, npa);
     for (size_t i = 0; i < n; i++) {
       gh_vframe_t* f = &tm->vf[v + i];
-      f->pf = pfs[i], f->tier = tiers[i], f->role = GH_VF_RUN, f->kind = (uint8_t)kind;
+      f->role = GH_VF_RUN, f->kind = (uint8_t)kind;
       f->tensors = t;
       gh_tm_count(tm, f, +1);
     }
-    free(pfs);
+    free(pas), free(pfs);
     t->ptr = gh_tm_va(tm, v);
     t->vf0 = v, t->nvf = n;
   }
@@ -848,7 +1137,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (o.host_budget == 0) o.host_budget = o.device_budget / 2 > ((size_t)1 << 30) ? o.device_budget / 2 : (size_t)1 << 30;
   if (o.device_budget < frame) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: device budget below one frame");
   const size_t heap_vf = (o.heap_max_bytes + frame - 1) / frame;
-  const size_t fixed = (heap_vf + GH_TM_STAGE) * frame;
+  /* Host aliases: room for the host budget in chunk-sized allocations and
+   * again in single frames, so that an alias is always found. */
+  const size_t host_f = o.host_budget / frame;
+  const size_t alias_big_f = (host_f + GH_TM_CHUNK_MAX - 1) / GH_TM_CHUNK_MAX * GH_TM_CHUNK_MAX;
+  const size_t fixed = (heap_vf + GH_TM_STAGE + alias_big_f + host_f) * frame;
   if (o.va_bytes == 0) o.va_bytes = 4 * (o.device_budget + o.host_budget) + fixed;
   if (o.va_bytes < fixed + frame) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: va_bytes too small");
 
@@ -866,17 +1159,24 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->n_va = o.va_bytes / tm->frame;
   tm->heap_vf = heap_vf;
   tm->stage_vf0 = heap_vf;
-  tm->tensor_vf0 = heap_vf + GH_TM_STAGE;
+  tm->alias_vf0 = heap_vf + GH_TM_STAGE;
+  tm->alias_big_f = alias_big_f;
+  tm->alias_one_f = host_f;
+  tm->tensor_vf0 = tm->alias_vf0 + alias_big_f + host_f;
+  tm->chunk = GH_TM_CHUNK_DEFAULT;
   tm->free_hint = tm->hand = tm->tensor_vf0;
   tm->dev_budget_f = o.device_budget / tm->frame;
-  tm->host_budget_f = o.host_budget / tm->frame;
+  tm->host_budget_f = host_f;
   tm->pool_target = o.host_pool_frames < tm->host_budget_f ? o.host_pool_frames : tm->host_budget_f;
+  tm->pool_ones_target = tm->pool_target < GH_TM_POOL_ONES ? tm->pool_target : GH_TM_POOL_ONES;
+  tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / tm->chunk;
   tm->pool_cap = 2 * tm->pool_target + 1;
   tm->vf = calloc(tm->n_va, sizeof *tm->vf);
   tm->pool = calloc(tm->pool_cap, sizeof *tm->pool);
+  tm->alias_used = calloc(alias_big_f + host_f + 1, 1);
   tm->n_buckets = 256;
   tm->buckets = calloc(tm->n_buckets, sizeof *tm->buckets);
-  if (!tm->vf || !tm->pool || !tm->buckets) {
+  if (!tm->vf || !tm->pool || !tm->buckets || !tm->alias_used) {
     rc = _gh_error(GH_ERR_NOMEM, "gh_tmgr_create: out of memory");
     goto fail;
   }
@@ -892,24 +1192,28 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
       rc = _gh_error(GH_ERR_BUDGET, "gh_tmgr_create: the device heap (%zu frames) exceeds the device budget", nf);
       goto fail;
     }
-    gh_pframe_t* pfs = malloc(nf * (sizeof *pfs + 1));
-    if (!pfs) {
+    /* Single device frames: the heap shrinks a frame at a time. */
+    gh_tm_pa_t* pas = malloc(nf * sizeof *pas);
+    gh_pframe_t* pfs = malloc(nf * sizeof *pfs);
+    if (!pas || !pfs) {
+      free(pas), free(pfs);
       rc = _gh_error(GH_ERR_NOMEM, "gh_tmgr_create: out of memory");
       goto fail;
     }
-    uint8_t* tiers = (uint8_t*)(pfs + nf);
-    rc = gh_tm_pf_get(tm, nf, nf, pfs, tiers);
-    if (rc == GH_OK) {
-      rc = ops->map(tm->fr, tm->base, pfs, nf);
-      if (rc != GH_OK)
-        for (size_t i = 0; i < nf; i++) gh_tm_pf_drop(tm, (gh_tier_t)tiers[i], pfs[i]);
+    size_t got = 0;
+    for (rc = GH_OK; got < nf && rc == GH_OK; got++) {
+      rc = gh_tm_dev_get(tm, 1, &pas[got]);
+      pfs[got] = pas[got].pf;
+      if (rc != GH_OK) break;
     }
-    if (rc == GH_OK)
-      for (size_t i = 0; i < nf; i++) {
-        tm->vf[i].pf = pfs[i], tm->vf[i].tier = tiers[i];
-        gh_tm_count(tm, &tm->vf[i], +1);
-      }
-    free(pfs);
+    if (rc == GH_OK) rc = ops->map(tm->fr, tm->base, pfs, nf);
+    if (rc != GH_OK) {
+      gh_tm_pas_drop(tm, pas, got);
+    } else {
+      gh_tm_vf_set(tm, 0, pas, nf);
+      for (size_t i = 0; i < nf; i++) gh_tm_count(tm, &tm->vf[i], +1);
+    }
+    free(pas), free(pfs);
     if (rc != GH_OK) goto fail;
     tm->heap_online_f = tm->heap_initial_f = nf;
     rc = _gh_heap_create_managed(&tm->heap, tm, tm->base, heap_vf * tm->frame, nf * tm->frame, &o.heap);
@@ -946,22 +1250,19 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     if (tm->heap) _gh_heap_destroy_managed(tm->heap);
     tm->heap = NULL;
     for (size_t v = 0; v < tm->heap_vf; v++)
-      if (tm->vf[v].tier != GH_TIER_NONE) {
-        tm->ops->unmap(tm->fr, gh_tm_va(tm, v), 1);
-        gh_tm_count(tm, &tm->vf[v], -1);
-        gh_tm_pf_drop(tm, (gh_tier_t)tm->vf[v].tier, tm->vf[v].pf);
-        tm->vf[v].tier = GH_TIER_NONE;
-      }
+      if (tm->vf[v].tier != GH_TIER_NONE) gh_tm_vframes_drop(tm, v, 1);  /* single frames */
     tm->pool_target = 0;
-    while (tm->pool_n) {
-      tm->ops->release(tm->fr, tm->pool[--tm->pool_n]);
-      tm->host_used--;
+    while (tm->pool_cnt) {
+      const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
+      gh_tm_pool_take(tm, tm->pool_cnt - 1);
+      gh_tm_host_unmake(tm, &pa);
     }
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
     tm->ops->close(tm->fr);
   }
   free(tm->vf);
   free(tm->pool);
+  free(tm->alias_used);
   free(tm->buckets);
   free(tm->streams);
   pthread_cond_destroy(&tm->pool_cv);
@@ -1108,16 +1409,20 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
       t->cold = 1;
       gh_tm_tensor_frames(tm, t, 0, -1, 0, 0);
     }
-    size_t idx[64], n = 0;
-    for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
-      gh_vframe_t* f = &tm->vf[v];
-      f->clock = 0;
-      if (f->tier == GH_TIER_DEVICE && f->warm == 0 && f->pins == 0) idx[n++] = v;
-      if (n == 64 || (n && v + 1 == t->vf0 + t->nvf)) {  /* best effort: a full host tier moves fewer */
-        gh_tm_move(tm, idx, n, GH_TIER_HOST);
-        n = 0;
-      }
+    /* Its units whose tensors are all cold, in one pipelined batch (best
+     * effort: a full host tier moves fewer). */
+    gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
+    size_t n = 0;
+    for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) tm->vf[v].clock = 0;
+    for (size_t v = t->vf0; units && v < t->vf0 + t->nvf;) {
+      const gh_vframe_t* f = &tm->vf[v];
+      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+      if (f->tier == GH_TIER_DEVICE && f->warm == 0 && f->pins == 0) units[n++] = u;
+      v = u.v0 + u.k;
     }
+    if (units) gh_tm_move(tm, units, n, GH_TIER_HOST);
+    else rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_evict: out of memory");
+    free(units);
   }
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -1235,32 +1540,33 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
   if ((double)used > high * (double)online && tm->heap_online_f < tm->heap_vf) {
     size_t k = tm->heap_online_f / 4 ? tm->heap_online_f / 4 : 1;
     if (k > tm->heap_vf - tm->heap_online_f) k = tm->heap_vf - tm->heap_online_f;
-    if (k > GH_TM_STAGE * 4) k = GH_TM_STAGE * 4;
-    gh_pframe_t pfs[GH_TM_STAGE * 4];
-    uint8_t tiers[GH_TM_STAGE * 4];
+    if (k > GH_TM_HEAP_STEP) k = GH_TM_HEAP_STEP;
+    /* Single frames: the heap shrinks a frame at a time. */
+    gh_tm_pa_t pas[GH_TM_HEAP_STEP];
+    gh_pframe_t pfs[GH_TM_HEAP_STEP];
     const size_t dev = gh_tm_device_room(tm, k);
     size_t got = 0;
-    for (; got < k; got++)
-      if (gh_tm_pf_get(tm, 1, got < dev, &pfs[got], &tiers[got]) != GH_OK) break;
+    for (; got < k; got++) {
+      if ((got < dev ? gh_tm_dev_get(tm, 1, &pas[got]) : gh_tm_host_get(tm, 1, &pas[got])) != GH_OK) break;
+      pfs[got] = pas[got].pf;
+    }
     if (got == 0) return _gh_error(GH_ERR_BUDGET, "heap growth: no frame in either tier");
     const size_t v0 = tm->heap_online_f;
     rc = GH_P(tm, tm->ops->map(tm->fr, gh_tm_va(tm, v0), pfs, got));
     if (rc != GH_OK) {
-      for (size_t i = 0; i < got; i++) gh_tm_pf_drop(tm, (gh_tier_t)tiers[i], pfs[i]);
+      gh_tm_pas_drop(tm, pas, got);
       return rc;
     }
-    for (size_t i = 0; i < got; i++) {
-      tm->vf[v0 + i].pf = pfs[i], tm->vf[v0 + i].tier = tiers[i];
-      gh_tm_count(tm, &tm->vf[v0 + i], +1);
-    }
+    gh_tm_vf_set(tm, v0, pas, got);
+    for (size_t i = 0; i < got; i++) gh_tm_count(tm, &tm->vf[v0 + i], +1);
     rc = _gh_heap_online(tm->heap, (v0 + got) * tm->frame);
     if (rc != GH_OK) {  /* not published: take the frames back */
       GH_P(tm, tm->ops->unmap(tm->fr, gh_tm_va(tm, v0), got));
       for (size_t i = 0; i < got; i++) {
         gh_tm_count(tm, &tm->vf[v0 + i], -1);
-        gh_tm_pf_drop(tm, (gh_tier_t)tiers[i], pfs[i]);
         tm->vf[v0 + i].tier = GH_TIER_NONE;
       }
+      gh_tm_pas_drop(tm, pas, got);
       return rc;
     }
     tm->heap_online_f = v0 + got;
@@ -1277,10 +1583,8 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
   const size_t nf = now / tm->frame;
   if (nf < tm->heap_online_f) {
     for (size_t v = nf; v < tm->heap_online_f; v++) {
-      GH_P(tm, tm->ops->unmap(tm->fr, gh_tm_va(tm, v), 1));
-      gh_tm_count(tm, &tm->vf[v], -1);
-      gh_tm_pf_drop(tm, (gh_tier_t)tm->vf[v].tier, tm->vf[v].pf);
-      tm->vf[v].tier = GH_TIER_NONE;
+      gh_tm_vframes_drop(tm, v, 1);  /* a single frame */
+      tm->vf[v].role = GH_VF_HEAP;
     }
     tm->heap_shrinks += tm->heap_online_f - nf;
     tm->heap_online_f = nf;
@@ -1296,17 +1600,26 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
   if (tm->heap) rc = gh_tm_heap_maintain(tm);
   /* Restore warm host frames while the device stays below the low watermark. */
   const size_t low = (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
-  size_t idx[GH_TM_STAGE], n = 0;
-  for (size_t v = tm->tensor_vf0; v < tm->n_va && tm->dev_used + n < low; v++) {
+  gh_tm_unit_t* units = NULL;
+  size_t n = 0, cap = 0, frames = 0;
+  for (size_t v = tm->tensor_vf0; v < tm->n_va && tm->dev_used + frames < low;) {
     const gh_vframe_t* f = &tm->vf[v];
-    if (f->tier == GH_TIER_HOST && f->warm > 0) idx[n++] = v;
-    if (n == GH_TM_STAGE) {
-      const size_t moved = gh_tm_move(tm, idx, n, GH_TIER_DEVICE);
-      n = 0;
-      if (moved < GH_TM_STAGE) break;
+    if (f->tier != GH_TIER_HOST || f->warm == 0) {
+      v++;
+      continue;
     }
+    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    v = u.v0 + u.k;
+    if (tm->dev_used + frames + u.k > low) continue;
+    if (n == cap) {
+      gh_tm_unit_t* p = realloc(units, (cap = cap ? 2 * cap : 64) * sizeof *p);
+      if (!p) break;
+      units = p;
+    }
+    units[n++] = u, frames += u.k;
   }
-  if (n) gh_tm_move(tm, idx, n, GH_TIER_DEVICE);
+  if (n) gh_tm_move(tm, units, n, GH_TIER_DEVICE);  /* one pipelined batch */
+  free(units);
   if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -1342,6 +1655,30 @@ int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames) {
   return GH_OK;
 }
 
+int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  if (frames < 2 || frames > GH_TM_CHUNK_MAX)
+    return _gh_error(GH_ERR_INVAL, "chunk of %zu frames (2 .. %zu)", frames, GH_TM_CHUNK_MAX);
+  pthread_mutex_lock(&tm->mu);
+  int rc = GH_OK;
+  if (tm->live_head || tm->pend_head) {
+    rc = _gh_error(GH_ERR_INVAL, "the chunk size changes only while the manager holds no tensor");
+  } else {
+    /* The pool's big allocations have the old size: give them all back. */
+    gh_tm_pool_quiesce(tm);
+    while (tm->pool_cnt) {
+      const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
+      gh_tm_pool_take(tm, tm->pool_cnt - 1);
+      gh_tm_host_unmake(tm, &pa);
+    }
+    tm->chunk = frames;
+    tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / tm->chunk;
+    if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
+  }
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
 int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   pthread_mutex_lock(&tm->mu);
@@ -1357,7 +1694,34 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: pinned but in tier %u", v, f->tier);
     else if ((f->role == GH_VF_SLAB || f->role == GH_VF_RUN) && (f->live == 0 || f->tier == GH_TIER_NONE))
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: a tensor frame with no tensor or no backing", v);
+    else if (f->tier != GH_TIER_NONE &&
+             (f->pn == 0 || f->poff >= f->pn ||
+              (f->poff > 0 && (v == 0 || tm->vf[v - 1].pf != f->pf || tm->vf[v - 1].poff + 1 != f->poff ||
+                               tm->vf[v - 1].tier != f->tier)) ||
+              (f->poff + 1 == f->pn) != (v + 1 == tm->n_va || tm->vf[v + 1].tier == GH_TIER_NONE ||
+                                         tm->vf[v + 1].poff == 0) ||
+              (f->tier == GH_TIER_HOST) != (f->palias != GH_TM_NO_ALIAS)))
+      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: allocation %#llx, frame %u of %u, tier %u, alias %u", v,
+                     (unsigned long long)f->pf, f->poff, f->pn, f->tier, f->palias);
+    else if (f->role == GH_VF_RUN && f->tensors) {  /* a chunk is one tier and whole allocations */
+      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+      if (tm->vf[u.v0].tier != f->tier || tm->vf[u.v0].poff != 0 || (v == u.v0 + u.k - 1 && f->poff + 1 != f->pn))
+        rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: its chunk [%zu, +%zu) is not whole allocations of one tier", v,
+                       u.v0, u.k);
+    }
   }
+  /* The pool: its frames and entries counted right, every entry at an alias. */
+  size_t pool_frames = 0, aliases = 0;
+  for (size_t i = 0; i < tm->pool_cnt && rc == GH_OK; i++) {
+    const gh_tm_pa_t* pa = &tm->pool[i];
+    pool_frames += pa->n;
+    if (pa->tier != GH_TIER_HOST || pa->alias == GH_TM_NO_ALIAS || !tm->alias_used[pa->alias] ||
+        pa->n != (gh_tm_pa_big(tm, pa) ? tm->chunk : 1))
+      rc = _gh_error(GH_ERR_CORRUPT, "pool entry %zu: tier %u, %u frames, alias %u", i, pa->tier, pa->n, pa->alias);
+  }
+  for (size_t a = 0; a < tm->alias_big_f + tm->alias_one_f; a++) aliases += tm->alias_used[a];
+  if (rc == GH_OK && pool_frames != tm->pool_n)
+    rc = _gh_error(GH_ERR_CORRUPT, "pool: %zu frames counted, %zu found", tm->pool_n, pool_frames);
   if (rc == GH_OK) {
     for (int k = 1; k < GH_TIER_COUNT && rc == GH_OK; k++)
       if (nf[k] != tm->nframes[k] || hf[k] != tm->heap_nframes[k])
@@ -1372,6 +1736,15 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (rc == GH_OK && (tm->dev_used > tm->dev_budget_f || tm->host_used > tm->host_budget_f))
     rc = _gh_error(GH_ERR_CORRUPT, "over budget: device %zu/%zu host %zu/%zu", tm->dev_used, tm->dev_budget_f,
                    tm->host_used, tm->host_budget_f);
+  /* Every host allocation holds one alias: those mapped in the range (at a
+   * vframe with poff 0), in the pool, and in creation by the pool thread. */
+  if (rc == GH_OK) {
+    size_t held = tm->pool_cnt;
+    for (size_t v = 0; v < tm->n_va; v++) held += tm->vf[v].tier == GH_TIER_HOST && tm->vf[v].poff == 0;
+    const size_t creating = tm->pool_inflight ? 1 : 0;  /* the pool thread creates one at a time */
+    if (aliases != held + creating)
+      rc = _gh_error(GH_ERR_CORRUPT, "aliases: %zu in use, %zu host allocations held", aliases, held + creating);
+  }
   size_t nt = 0, np = 0;
   for (const gh_tensor_t* t = tm->live_head; t; t = t->next) nt++;
   for (const gh_tensor_t* t = tm->pend_head; t; t = t->next) np++;

@@ -19,6 +19,16 @@ extern "C" {
 #define GH_TM_SMALL_MAX ((size_t)1 << 20)
 /* Alignment and rounding of every tensor. */
 #define GH_TM_ALIGN ((size_t)256)
+/* Frames of a chunk: the part of a large tensor backed by one device
+ * allocation (or one pooled host slab) and moved as one; see tensor.c. Per
+ * 2 MiB, remapping one allocation of 64 MiB costs 1.1 us (device) / 22 us
+ * (host, mostly per byte) against 35.6 / 76 us for 2 MiB allocations, and a
+ * move overlaps each chunk's remap with the next chunk's copy, so only the
+ * last chunk's remap shows: smaller chunks shorten that tail, larger ones
+ * cost fewer driver calls. The default was chosen by bench_evict's sweep
+ * (bench/results/evict-h200.md); GH_TM_CHUNK_MAX bounds it. */
+#define GH_TM_CHUNK_MAX ((size_t)32)
+#define GH_TM_CHUNK_DEFAULT ((size_t)8)
 
 /* Tests only, on a manager whose provider is the simulation: set its
  * event lag and tier capacities (_gh_frames_sim_configure, taken under the
@@ -27,8 +37,15 @@ int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, si
 /* Tests only: physical frames the provider holds for this manager in
  * `tier` (simulation: its live count; other providers: GH_ERR_UNSUPPORTED). */
 int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);
+/* Tests and bench_evict only: make large tensors' chunks (the frames backed by one device
+ * allocation, or one host allocation, and moved together; 32 by default)
+ * `frames` long, 2 .. 32, so that small budgets exercise multi-frame
+ * allocations. Only while the manager holds no tensor (GH_ERR_INVAL
+ * otherwise); the pool's chunk-sized host allocations are given back. */
+int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames);
 /* Check the manager's invariants (frame counts against the per-frame
- * records, budgets, tensor counts); GH_ERR_CORRUPT with the detail recorded
+ * records, budgets, tensor counts, allocations against chunks, the pool and
+ * the host aliases); GH_ERR_CORRUPT with the detail recorded
  * when one fails. O(frames + tensors). */
 int _gh_tmgr_check(gh_tmgr_t* tm);
 

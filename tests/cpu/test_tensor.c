@@ -158,8 +158,9 @@ static void drain_and_destroy(gh_tmgr_t* tm, model_t* m) {
   CHECK(_gh_tmgr_sim_live(tm, GH_TIER_DEVICE, &dev) == GH_OK);
   CHECK(_gh_tmgr_sim_live(tm, GH_TIER_HOST, &host) == GH_OK);
   CHECK_EQ_U64(dev, 0);
-  /* Host frames left are the pool's (or one the pool thread is creating). */
-  CHECK(host <= s.host_pool_frames + 1);
+  /* Host frames left are the pool's (or an allocation the pool thread is
+   * creating: a frame, or a chunk's slab). */
+  CHECK(host <= s.host_pool_frames + GH_TM_CHUNK_MAX);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
@@ -178,8 +179,12 @@ static size_t rand_size(void) {
 
 static void random_run(uint64_t seed, size_t ops) {
   rng_state = seed;
-  gh_tmgr_t* tm = make_tm(64, 160, 4, 1 + (uint32_t)(seed % 4));
+  gh_tmgr_t* tm = make_tm(64, 160, 4 + 3 * (uint32_t)(seed % 2) * 8, 1 + (uint32_t)(seed % 4));
   if (!tm) return;
+  /* Chunks of 2 or 3 frames (of 1-3 frame tensors) for two seeds, so that
+   * multi-frame allocations, pooled host slabs and single-frame tails all
+   * move; the default (32: a frame run is one chunk here) for the others. */
+  if (seed <= 2) CHECK(_gh_tmgr_set_chunk(tm, 1 + (size_t)seed) == GH_OK);
   model_t m = {0};
   m.cap = 4096;
   m.t = calloc(m.cap, sizeof *m.t);
@@ -580,12 +585,12 @@ static void sim_provider(void) {
   CHECK(fb == GH_SIM_FRAME_BYTES && ((uintptr_t)base % fb) == 0);
   _gh_frames_sim_configure(f, 2, 2, 1);
   gh_pframe_t d0, d1, d2, h0, h1;
-  CHECK(ops->create(f, GH_TIER_DEVICE, &d0) == GH_OK);
-  CHECK(ops->create(f, GH_TIER_DEVICE, &d1) == GH_OK);
-  CHECK(ops->create(f, GH_TIER_DEVICE, &d2) == GH_ERR_DEVICE_NOMEM);
-  CHECK(ops->create(f, GH_TIER_HOST, &h0) == GH_OK);
-  CHECK(ops->create(f, GH_TIER_HOST, &h1) == GH_ERR_NOMEM);
-  CHECK(ops->create(f, GH_TIER_NONE, &h1) == GH_ERR_INVAL);
+  CHECK(ops->create(f, GH_TIER_DEVICE, 1, &d0) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_DEVICE, 1, &d1) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_DEVICE, 1, &d2) == GH_ERR_DEVICE_NOMEM);
+  CHECK(ops->create(f, GH_TIER_HOST, 1, &h0) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_HOST, 1, &h1) == GH_ERR_NOMEM);
+  CHECK(ops->create(f, GH_TIER_NONE, 1, &h1) == GH_ERR_INVAL);
   CHECK(_gh_frames_sim_live(f, GH_TIER_DEVICE) == 2 && _gh_frames_sim_live(f, GH_TIER_HOST) == 1);
   CHECK(ops->map(f, base - fb, &d0, 1) == GH_ERR_INVAL);        /* outside */
   CHECK(ops->map(f, base + 8 * fb, &d0, 1) == GH_ERR_INVAL);    /* outside */
@@ -610,7 +615,7 @@ static void sim_provider(void) {
   CHECK(base[0] == 0x5a && base[fb - 1] == 0x5a);
   CHECK(ops->release(f, d0) == GH_OK);
   CHECK(ops->release(f, d0) == GH_ERR_INVAL);                   /* unknown now */
-  CHECK(ops->create(f, GH_TIER_DEVICE, &d2) == GH_OK);           /* room again */
+  CHECK(ops->create(f, GH_TIER_DEVICE, 1, &d2) == GH_OK);           /* room again */
   /* Events complete after `lag` queries. */
   gh_fevent_t e = 0;
   gh_stream_t st = NULL;
@@ -629,6 +634,145 @@ static void sim_provider(void) {
   CHECK_EQ_U64(_gh_frames_sim_leaked_total() - leaked, 3);  /* d1, d2, h0 */
   __atomic_store_n(&gh_sim_leak_base, _gh_frames_sim_leaked_total(), __ATOMIC_RELAXED);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+}
+
+/* Multi-frame allocations ("slabs"): mapped whole and back to back, unmapped
+ * only as whole mappings, limits in frames, data through two addresses. */
+static void sim_slabs(void) {
+  const gh_frames_ops_t* ops = &_gh_frames_sim;
+  gh_frames_t* f = NULL;
+  uint8_t* base = NULL;
+  size_t fb = 0;
+  CHECK(ops->open(&f, 0, 32 * GH_SIM_FRAME_BYTES, &base, &fb) == GH_OK);
+  if (!f) return;
+  _gh_frames_sim_configure(f, 0, 8, 8);
+  gh_pframe_t a = 0, b = 0, c = 0, h = 0, x = 0;
+  CHECK(ops->create(f, GH_TIER_DEVICE, 0, &x) == GH_ERR_INVAL);         /* no frames */
+  CHECK(ops->create(f, GH_TIER_DEVICE, 33, &x) == GH_ERR_INVAL);        /* larger than the range */
+  CHECK(ops->create(f, GH_TIER_DEVICE, 9, &x) == GH_ERR_DEVICE_NOMEM);  /* beyond the tier, in frames */
+  CHECK(ops->create(f, GH_TIER_DEVICE, 4, &a) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_DEVICE, 3, &b) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_DEVICE, 2, &x) == GH_ERR_DEVICE_NOMEM);  /* 7 of 8 frames live */
+  CHECK(ops->create(f, GH_TIER_DEVICE, 1, &c) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_HOST, 8, &h) == GH_OK);
+  CHECK(_gh_frames_sim_live(f, GH_TIER_DEVICE) == 8 && _gh_frames_sim_live(f, GH_TIER_HOST) == 8);
+  /* Back to back: a (4) at frames 0-3, b (3) at 4-6, c (1) at 7; one map call. */
+  CHECK(ops->map(f, base + 30 * fb, (gh_pframe_t[]){a}, 1) == GH_ERR_INVAL);     /* runs past the end */
+  CHECK(ops->map(f, base, (gh_pframe_t[]){a, b, 999}, 3) == GH_ERR_INVAL);        /* one unknown handle */
+  CHECK(ops->map(f, base, (gh_pframe_t[]){a, b, c}, 3) == GH_OK);
+  CHECK(ops->map(f, base + 7 * fb, &h, 1) == GH_ERR_INVAL);                        /* over c */
+  CHECK(ops->map(f, base + 2 * fb, &c, 1) == GH_ERR_INVAL);                        /* inside a */
+  for (size_t i = 0; i < 8 * fb; i += 4096) base[i] = (uint8_t)(i / 4096 * 7 + 1);
+  /* Unmaps that would split a mapping: refused, and nothing changed. */
+  CHECK(ops->unmap(f, base, 1) == GH_ERR_INVAL);            /* part of a */
+  CHECK(ops->unmap(f, base + fb, 3) == GH_ERR_INVAL);       /* a's tail */
+  CHECK(ops->unmap(f, base, 5) == GH_ERR_INVAL);            /* a and part of b */
+  CHECK(ops->unmap(f, base + 5 * fb, 3) == GH_ERR_INVAL);   /* part of b and c */
+  CHECK(ops->unmap(f, base + 4 * fb, 5) == GH_ERR_INVAL);   /* b, c and an unmapped frame */
+  CHECK(ops->release(f, b) == GH_ERR_INVAL);                /* mapped */
+  for (size_t i = 0; i < 8 * fb; i += 4096) CHECK(base[i] == (uint8_t)(i / 4096 * 7 + 1));
+  /* The host slab at a second address (an alias), filled by a copy, then
+   * put at home in place of a, b and c (whole mappings, one unmap call). */
+  CHECK(ops->map(f, base + 16 * fb, &h, 1) == GH_OK);
+  CHECK(ops->copy(f, base + 16 * fb, base, 8 * fb, NULL) == GH_OK);
+  CHECK(ops->unmap(f, base + 4 * fb, 4) == GH_OK);          /* b and c together */
+  CHECK(ops->unmap(f, base, 4) == GH_OK);                   /* a */
+  CHECK(ops->map(f, base, &h, 1) == GH_OK);
+  for (size_t i = 0; i < 8 * fb; i += 4096) CHECK(base[i] == (uint8_t)(i / 4096 * 7 + 1));
+  base[5 * fb] = 0xee;
+  CHECK(base[16 * fb + 5 * fb] == 0xee);                    /* the same memory at both addresses */
+  CHECK(ops->unmap(f, base + 16 * fb, 4) == GH_ERR_INVAL);  /* part of the alias */
+  CHECK(ops->unmap(f, base + 16 * fb, 8) == GH_OK);
+  /* Device slabs back at home, the same allocation twice in one call. */
+  CHECK(ops->unmap(f, base, 8) == GH_OK);
+  CHECK(ops->map(f, base + 8 * fb, (gh_pframe_t[]){b, b}, 2) == GH_OK);
+  CHECK(ops->unmap(f, base + 8 * fb, 3) == GH_OK);
+  CHECK(ops->unmap(f, base + 11 * fb, 3) == GH_OK);
+  CHECK(ops->release(f, a) == GH_OK && ops->release(f, b) == GH_OK && ops->release(f, c) == GH_OK);
+  CHECK(ops->release(f, h) == GH_OK);
+  CHECK(ops->create(f, GH_TIER_DEVICE, 8, &a) == GH_OK);    /* the whole tier again, first fit */
+  CHECK(ops->release(f, a) == GH_OK);
+  CHECK(_gh_frames_sim_live(f, GH_TIER_DEVICE) == 0 && _gh_frames_sim_live(f, GH_TIER_HOST) == 0);
+  CHECK(ops->close(f) == GH_OK);
+  CHECK_EQ_U64(_gh_frames_sim_leaked_total(), gh_sim_leak_base);
+}
+
+/* Large tensors in chunks of the default size (8 frames, 16 MiB: one device
+ * allocation each; host: one pooled slab of a chunk, or single frames for a
+ * tail): evicted and restored whole, data checked through every move,
+ * frames counted in the statistics, then oversubscribed so that CLOCK
+ * evicts chunks. Under a reduced scale (sanitizers) everything is 8 times
+ * smaller, with chunks of 4 frames (8 MiB). */
+static void large_tensors(void) {
+  const size_t div = gh_test_scale() < 0.5 ? 8 : 1;
+  /* The pool: 16 single frames and slabs of a chunk (8 of 8 frames; reduced: 2 of 4). */
+  gh_tmgr_t* tm = div == 1 ? make_tm(256, 400, 80, 2) : make_tm(32, 50, 24, 2);
+  if (!tm) return;
+  if (div > 1) CHECK(_gh_tmgr_set_chunk(tm, 4) == GH_OK);
+  model_t m = {0};
+  m.cap = 64;
+  m.t = calloc(m.cap, sizeof *m.t);
+  /* 6 chunks + 2 frames, 4 chunks, 2 chunks + 5 (reduced: 4+3, 4, 3) */
+  const size_t sizes[] = {100 * MiB / div, 64 * MiB / div, 40 * MiB / div + 12345};
+  for (size_t i = 0; i < 3; i++) {
+    void* p = NULL;
+    CHECK(gh_tensor_alloc(tm, sizes[i], (gh_kind_t)i, streams[i], &p) == GH_OK);
+    if (!p) break;
+    ref_t* n = &m.t[m.n++];
+    *n = (ref_t){.p = p, .bytes = sizes[i], .stamp = rnd(), .kind = (gh_kind_t)i};
+    pat_fill(n->p, 0, n->bytes, n->stamp);
+    m.bytes += n->bytes;
+  }
+  check_stats(tm, &m);
+  gh_tmgr_stats_t s0, s1;
+  for (int round = 0; round < 2; round++)
+    for (size_t i = 0; i < m.n; i++) {
+      ref_t* x = &m.t[i];
+      const size_t frames = (x->bytes + 2 * MiB - 1) / (2 * MiB);
+      gh_tier_t tier = GH_TIER_NONE;
+      CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+      CHECK(gh_tensor_evict(tm, x->p) == GH_OK);
+      CHECK(gh_tensor_tier(tm, x->p, &tier) == GH_OK && tier == GH_TIER_HOST);
+      CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+      CHECK_EQ_U64(s1.evictions - s0.evictions, frames);
+      CHECK_EQ_U64(s1.bytes_evicted - s0.bytes_evicted, frames * s1.frame_bytes);
+      CHECK_EQ_U64(s1.tensor_bytes_tier[x->kind][GH_TIER_HOST] - s0.tensor_bytes_tier[x->kind][GH_TIER_HOST], x->bytes);
+      check_one(x, 1);
+      x->stamp = rnd();
+      pat_fill(x->p, 0, x->bytes, x->stamp);  /* writes land in host memory */
+      check_stats(tm, &m);
+      CHECK(gh_tensor_prefetch(tm, x->p, streams[(i + 1) % 3]) == GH_OK);
+      CHECK(gh_tensor_tier(tm, x->p, &tier) == GH_OK && tier == GH_TIER_DEVICE);
+      CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+      CHECK_EQ_U64(s0.restores - s1.restores, frames);
+      CHECK_EQ_U64(s0.bytes_restored - s1.bytes_restored, frames * s0.frame_bytes);
+      check_one(x, 1);
+      check_stats(tm, &m);
+    }
+  /* Oversubscribed: 3 more tensors of 70 MiB, 313 MiB in a 256 MiB device budget. */
+  for (int i = 0; i < 3; i++) {
+    void* p = NULL;
+    const int rc = gh_tensor_alloc(tm, 70 * MiB / div, GH_KIND_ACTIVATIONS, streams[i], &p);
+    CHECK_MSG(rc == GH_OK, "alloc: %s (%s)", gh_err_name(rc), gh_last_error_detail());
+    if (!p) break;
+    ref_t* n = &m.t[m.n++];
+    *n = (ref_t){.p = p, .bytes = 70 * MiB / div, .stamp = rnd(), .kind = GH_KIND_ACTIVATIONS};
+    pat_fill(n->p, 0, n->bytes, n->stamp);
+    m.bytes += n->bytes;
+    check_stats(tm, &m);
+  }
+  for (size_t i = 0; i < m.n; i++) {
+    CHECK(gh_tensor_prefetch(tm, m.t[i].p, NULL) == GH_OK);  /* evicts others, chunk by chunk */
+    check_one(&m.t[i], 1);
+    check_stats(tm, &m);
+  }
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(s0.bytes_evicted == s0.evictions * s0.frame_bytes && s0.bytes_restored == s0.restores * s0.frame_bytes);
+  printf("large tensors: %llu evictions, %llu restores (frames), pool %zu frames\n",
+         (unsigned long long)s0.evictions, (unsigned long long)s0.restores, s0.host_pool_frames);
+  CHECK(_gh_tmgr_set_chunk(tm, 4) == GH_ERR_INVAL);  /* tensors live */
+  drain_and_destroy(tm, &m);
+  free(m.t);
 }
 
 /* ------------------------------------------------------------ adapters */
@@ -674,10 +818,12 @@ int main(int argc, char** argv) {
   if (ops < 200) ops = 200;
   const int fds = open_fds();
   sim_provider();
+  sim_slabs();
   bad_inputs();
   stream_order();
   many_small();
   adapters();
+  large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) random_run(seeds[i], ops);
   threads(ops);

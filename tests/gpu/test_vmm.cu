@@ -2,7 +2,10 @@
  * device frames written by a kernel, the middle ones evicted to host frames
  * at the same addresses, read and modified there by a kernel, restored, and
  * every byte checked; every bad call refused with GH_ERR_INVAL before it
- * reaches the driver; close with frames still mapped gives everything back. */
+ * reaches the driver; multi-frame allocations ("slabs") mapped back to back,
+ * evicted through a host slab mapped at an alias and restored, with the
+ * unmaps that would split a mapping refused; close with frames still mapped
+ * gives everything back. */
 #include <string.h>
 
 #include <vector>
@@ -92,7 +95,7 @@ int main() {
   uint8_t* home = base;
   uint8_t* staging = base + 16 * F;
   gh_pframe_t dev[H], host[E], dev2[E];
-  for (size_t i = 0; i < H; i++) FRAMES_OK(ops->create(f, GH_TIER_DEVICE, &dev[i]));
+  for (size_t i = 0; i < H; i++) FRAMES_OK(ops->create(f, GH_TIER_DEVICE, 1, &dev[i]));
   FRAMES_OK(ops->map(f, home, dev, H));
   const size_t words = H * F / 8;
   const uint64_t tag = 0x5eed0001ull, tag2 = 0xfeed0002ull;
@@ -102,7 +105,7 @@ int main() {
   /* Evict the middle frames: host frames mapped at staging, copy, wait,
    * unmap the device frames at home, map the host frames at home, unmap
    * staging, release the device frames. */
-  for (size_t i = 0; i < E; i++) FRAMES_OK(ops->create(f, GH_TIER_HOST, &host[i]));
+  for (size_t i = 0; i < E; i++) FRAMES_OK(ops->create(f, GH_TIER_HOST, 1, &host[i]));
   FRAMES_OK(ops->map(f, staging, host, E));
   FRAMES_OK(ops->copy(f, staging, home + E0 * F, E * F, s));
   gh_fevent_t ev = 0;
@@ -137,7 +140,7 @@ int main() {
 
   /* Restore: device frames at staging, copy, wait, unmap home, map the
    * device frames at home, unmap staging, release the host frames. */
-  for (size_t i = 0; i < E; i++) FRAMES_OK(ops->create(f, GH_TIER_DEVICE, &dev2[i]));
+  for (size_t i = 0; i < E; i++) FRAMES_OK(ops->create(f, GH_TIER_DEVICE, 1, &dev2[i]));
   FRAMES_OK(ops->map(f, staging, dev2, E));
   FRAMES_OK(ops->copy(f, staging, home + E0 * F, E * F, s));
   FRAMES_OK(ops->stream_sync(f, s));
@@ -170,7 +173,7 @@ int main() {
 
   /* Bad calls: GH_ERR_INVAL, and nothing changed. */
   gh_pframe_t spare = 0;
-  FRAMES_OK(ops->create(f, GH_TIER_DEVICE, &spare));
+  FRAMES_OK(ops->create(f, GH_TIER_DEVICE, 1, &spare));
   CHECK_INVAL(ops->map(f, base - F, &spare, 1));                  /* below the range */
   CHECK_INVAL(ops->map(f, base + nframes * F, &spare, 1));        /* just past its end */
   CHECK_INVAL(ops->map(f, base + (nframes - 1) * F, dev2, 2));    /* straddles the end */
@@ -191,8 +194,8 @@ int main() {
   CHECK_INVAL(ops->unmap(f, home, 0));                            /* no frames */
   CHECK_INVAL(ops->release(f, dev[0]));                           /* mapped */
   CHECK_INVAL(ops->release(f, (gh_pframe_t)0x5eedull));           /* unknown */
-  CHECK_INVAL(ops->create(f, GH_TIER_NONE, &spare));
-  CHECK_INVAL(ops->create(f, (gh_tier_t)7, &spare));
+  CHECK_INVAL(ops->create(f, GH_TIER_NONE, 1, &spare));
+  CHECK_INVAL(ops->create(f, (gh_tier_t)7, 1, &spare));
   CHECK_INVAL(ops->event_query(f, 0));
   CHECK_INVAL(ops->stream_destroy(f, NULL));
   /* Nothing changed: the refused frames map where they should, the last
@@ -205,24 +208,83 @@ int main() {
   CHECK_EQ_U64(host_misses(home, H * F, tag), 0);
   FRAMES_OK(ops->unmap(f, base + (nframes - 1) * F, 1));
 
+  /* Slabs: device allocations of 4 and 2 frames mapped back to back at
+   * frames [10, 16) in one call, evicted into a host slab of 6 frames mapped
+   * at an alias [28, 34), restored through a device slab of 6 frames staged
+   * at [20, 26). */
+  {
+    const size_t S = 6;
+    uint8_t* shome = base + 10 * F;
+    uint8_t* alias = base + 28 * F;
+    uint8_t* sstage = base + 20 * F;
+    gh_pframe_t d4 = 0, d2 = 0, h6 = 0, d6 = 0, none = 0;
+    CHECK_INVAL(ops->create(f, GH_TIER_DEVICE, 0, &none));            /* no frames */
+    CHECK_INVAL(ops->create(f, GH_TIER_DEVICE, nframes + 1, &none));  /* larger than the range */
+    FRAMES_OK(ops->create(f, GH_TIER_DEVICE, 4, &d4));
+    FRAMES_OK(ops->create(f, GH_TIER_DEVICE, 2, &d2));
+    FRAMES_OK(ops->create(f, GH_TIER_HOST, S, &h6));
+    FRAMES_OK(ops->create(f, GH_TIER_DEVICE, S, &d6));
+    const gh_pframe_t two[2] = {d4, d2};
+    CHECK_INVAL(ops->map(f, base + (nframes - 3) * F, two, 2));     /* 6 frames past the end */
+    CHECK_INVAL(ops->map(f, home + 5 * F, two, 2));                  /* over mapped frames */
+    FRAMES_OK(ops->map(f, shome, two, 2));
+    fill_words<<<1024, 256>>>((uint64_t*)shome, S * F / 8, tag);
+    KERNEL_OK();
+    FRAMES_OK(ops->map(f, alias, &h6, 1));
+    FRAMES_OK(ops->copy(f, alias, shome, S * F, s));
+    FRAMES_OK(ops->stream_sync(f, s));
+    CHECK_INVAL(ops->unmap(f, shome, 1));           /* part of d4 */
+    CHECK_INVAL(ops->unmap(f, shome + F, 3));       /* d4's tail */
+    CHECK_INVAL(ops->unmap(f, shome, 5));           /* d4 and half of d2 */
+    CHECK_INVAL(ops->unmap(f, shome + 3 * F, 3));   /* d4's last frame and d2 */
+    CHECK_INVAL(ops->unmap(f, shome + 4 * F, 3));   /* d2 and an unmapped frame */
+    CHECK_INVAL(ops->unmap(f, alias + F, 5));       /* part of the alias */
+    CHECK_INVAL(ops->release(f, d4));               /* mapped */
+    CHECK_EQ_U64(host_misses(shome, S * F, tag), 0); /* nothing changed */
+    FRAMES_OK(ops->unmap(f, shome, S));             /* both mappings, one call */
+    FRAMES_OK(ops->map(f, shome, &h6, 1));
+    FRAMES_OK(ops->release(f, d4));
+    FRAMES_OK(ops->release(f, d2));
+    CHECK_INVAL(ops->release(f, h6));               /* mapped twice */
+    /* A kernel at the same pointers, now host memory; seen through the alias. */
+    check_and_rewrite<<<1024, 256>>>((uint64_t*)shome, S * F / 8, tag, tag2, d_bad);
+    KERNEL_OK();
+    CHECK_EQ_U64(device_misses(d_bad), 0);
+    CHECK_EQ_U64(host_misses(alias, S * F, tag2), 0);
+    /* Restore through a device slab at the staging window. */
+    FRAMES_OK(ops->map(f, sstage, &d6, 1));
+    FRAMES_OK(ops->copy(f, sstage, shome, S * F, s));
+    FRAMES_OK(ops->stream_sync(f, s));
+    FRAMES_OK(ops->unmap(f, shome, S));
+    FRAMES_OK(ops->map(f, shome, &d6, 1));
+    FRAMES_OK(ops->unmap(f, sstage, S));
+    FRAMES_OK(ops->unmap(f, alias, S));
+    FRAMES_OK(ops->release(f, h6));
+    check_and_rewrite<<<1024, 256>>>((uint64_t*)shome, S * F / 8, tag2, tag, d_bad);
+    KERNEL_OK();
+    CHECK_EQ_U64(device_misses(d_bad), 0);
+    CHECK_EQ_U64(host_misses(shome, S * F, tag), 0);
+    /* d6 stays mapped at [10, 16): close cleans it up below. */
+  }
+
   /* Close with frames still mapped (home and its neighbour), one host frame
    * mapped at two addresses and one frame mapped nowhere: clean, and the
    * device memory comes back. */
   gh_pframe_t h2 = 0, loose = 0;
-  FRAMES_OK(ops->create(f, GH_TIER_HOST, &h2));
+  FRAMES_OK(ops->create(f, GH_TIER_HOST, 1, &h2));
   FRAMES_OK(ops->map(f, base + 24 * F, &h2, 1));
   FRAMES_OK(ops->map(f, base + 26 * F, &h2, 1));
-  FRAMES_OK(ops->create(f, GH_TIER_DEVICE, &loose));
+  FRAMES_OK(ops->create(f, GH_TIER_DEVICE, 1, &loose));
   FRAMES_OK(ops->stream_destroy(f, s));
   CHECK_EQ_U64(ops->close(f), GH_OK);
   size_t free1 = 0, total1 = 0;
   CUDA_OK(cudaMemGetInfo(&free1, &total1));
-  CHECK_MSG(free1 + 4 * F >= free0, "device memory before open %zu, after close %zu (10 frames were held)", free0,
+  CHECK_MSG(free1 + 4 * F >= free0, "device memory before open %zu, after close %zu (16 frames were held)", free0,
             free1);
 
   /* A second provider on the same device opens and closes cleanly. */
   FRAMES_OK(ops->open(&f, 0, 1, &base, &F));
-  FRAMES_OK(ops->create(f, GH_TIER_DEVICE, &spare));
+  FRAMES_OK(ops->create(f, GH_TIER_DEVICE, 1, &spare));
   FRAMES_OK(ops->map(f, base, &spare, 1));
   CHECK_INVAL(ops->map(f, base + F, &spare, 1)); /* one frame only */
   CHECK_EQ_U64(ops->close(f), GH_OK);
