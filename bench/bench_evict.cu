@@ -46,28 +46,13 @@
 #include <cudaTypedefs.h>
 
 #include "gpuheap.h"
+#include "gpu_util.cuh" /* CUDA_OK, GH_OK_OR_DIE (tests/gpu) */
 #include "../host/tensor_internal.h"
 
 #ifndef GH_GIT_REV
 #define GH_GIT_REV "unknown"
 #endif
 
-#define GOK(call)                                                                                          \
-  do {                                                                                                     \
-    const int e_ = (call);                                                                                 \
-    if (e_ != GH_OK) {                                                                                     \
-      fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, gh_err_name(e_), gh_last_error_detail()); \
-      exit(2);                                                                                             \
-    }                                                                                                      \
-  } while (0)
-#define COK(call)                                                                              \
-  do {                                                                                         \
-    const cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-      exit(2);                                                                                 \
-    }                                                                                          \
-  } while (0)
 
 __global__ void fill_words(uint64_t* p, size_t words, uint64_t tag) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
@@ -126,7 +111,7 @@ static struct probe_drv_s {
 
 static void probe_load(void) {
   enum cudaDriverEntryPointQueryResult st;
-#define PLOAD(field, name) COK(cudaGetDriverEntryPointByVersion(#name, (void**)&pd.field, 12000, cudaEnableDefault, &st))
+#define PLOAD(field, name) CUDA_OK(cudaGetDriverEntryPointByVersion(#name, (void**)&pd.field, 12000, cudaEnableDefault, &st))
   PLOAD(create, cuMemCreate);
   PLOAD(release, cuMemRelease);
   PLOAD(map, cuMemMap);
@@ -201,7 +186,7 @@ static void probe(int reps) {
           std::vector<std::thread> th;
           for (int k = 0; k < T; k++)
             th.emplace_back([&, k] {
-              COK(cudaSetDevice(0));
+              CUDA_OK(cudaSetDevice(0));
               double tk[3];
               const size_t per = n / (size_t)T;
               probe_cycle(va + (size_t)k * per * chunk, h.data() + (size_t)k * per, per, chunk, tk);
@@ -266,19 +251,19 @@ static void evict_probe(int reps) {
     PCU(pd.access(alias[k], U, &d, 1));
   }
   cudaStream_t s;
-  COK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
-  COK(cudaEventCreate(&e0));
-  COK(cudaEventCreate(&e1));
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
   std::vector<double> t[6];
   for (int r = -1; r < reps; r++) {
     /* Copy alone. */
-    COK(cudaEventRecord(e0, s));
-    COK(cudaMemcpyAsync((void*)alias[1], (void*)home[1], U, cudaMemcpyDefault, s));
-    COK(cudaEventRecord(e1, s));
-    COK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaEventRecord(e0, s));
+    CUDA_OK(cudaMemcpyAsync((void*)alias[1], (void*)home[1], U, cudaMemcpyDefault, s));
+    CUDA_OK(cudaEventRecord(e1, s));
+    CUDA_OK(cudaStreamSynchronize(s));
     float ms_alone = 0;
-    COK(cudaEventElapsedTime(&ms_alone, e0, e1));
+    CUDA_OK(cudaEventElapsedTime(&ms_alone, e0, e1));
     /* Remap alone: home[0] from its device allocation to host[0], and back (untimed). */
     double w0 = now_s();
     PCU(pd.unmap(home[0], U));
@@ -290,16 +275,16 @@ static void evict_probe(int reps) {
     PCU(pd.access(home[0], U, &d, 1));
     /* The copy of unit 1 while unit 0 is remapped. */
     w0 = now_s();
-    COK(cudaEventRecord(e0, s));
-    COK(cudaMemcpyAsync((void*)alias[1], (void*)home[1], U, cudaMemcpyDefault, s));
-    COK(cudaEventRecord(e1, s));
+    CUDA_OK(cudaEventRecord(e0, s));
+    CUDA_OK(cudaMemcpyAsync((void*)alias[1], (void*)home[1], U, cudaMemcpyDefault, s));
+    CUDA_OK(cudaEventRecord(e1, s));
     PCU(pd.unmap(home[0], U));
     PCU(pd.map(home[0], U, 0, host[0], 0));
     PCU(pd.access(home[0], U, &d, 1));
-    COK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaStreamSynchronize(s));
     const double wall = now_s() - w0;
     float ms_during = 0;
-    COK(cudaEventElapsedTime(&ms_during, e0, e1));
+    CUDA_OK(cudaEventElapsedTime(&ms_during, e0, e1));
     PCU(pd.unmap(home[0], U));
     PCU(pd.map(home[0], U, 0, dev[0], 0));
     PCU(pd.access(home[0], U, &d, 1));
@@ -320,9 +305,9 @@ static void evict_probe(int reps) {
          "copy during a remap %.3f ms (wall of both %.3f ms), cuMemCreate / cuMemRelease device %.3f / %.3f ms\n",
          reps, evict_probe_ms[0], evict_probe_ms[1], evict_probe_ms[2], evict_probe_ms[5], evict_probe_ms[3],
          evict_probe_ms[4]);
-  COK(cudaEventDestroy(e0));
-  COK(cudaEventDestroy(e1));
-  COK(cudaStreamDestroy(s));
+  CUDA_OK(cudaEventDestroy(e0));
+  CUDA_OK(cudaEventDestroy(e1));
+  CUDA_OK(cudaStreamDestroy(s));
   for (int k = 0; k < 2; k++) {
     PCU(pd.unmap(home[k], U));
     PCU(pd.unmap(alias[k], U));
@@ -341,12 +326,12 @@ typedef struct row_s {
 
 static unsigned long long check(uint64_t* p, size_t bytes, uint64_t tag, uint64_t tag2, cudaStream_t s,
                                 unsigned long long* d_bad) {
-  COK(cudaMemsetAsync(d_bad, 0, sizeof *d_bad, s));
+  CUDA_OK(cudaMemsetAsync(d_bad, 0, sizeof *d_bad, s));
   check_rewrite<<<132 * 8, 256, 0, s>>>(p, bytes / 8, tag, tag2, d_bad);
-  COK(cudaGetLastError());
+  CUDA_OK(cudaGetLastError());
   unsigned long long bad = 0;
-  COK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, s));
-  COK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaMemcpyAsync(&bad, d_bad, sizeof bad, cudaMemcpyDeviceToHost, s));
+  CUDA_OK(cudaStreamSynchronize(s));
   return bad;
 }
 
@@ -382,12 +367,12 @@ int main(int argc, char** argv) {
     printf("bench_evict: no CUDA device, nothing to measure\n");
     return 77;
   }
-  COK(cudaSetDevice(0));
+  CUDA_OK(cudaSetDevice(0));
   cudaDeviceProp prop;
-  COK(cudaGetDeviceProperties(&prop, 0));
+  CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   int driver = 0, runtime = 0;
-  COK(cudaDriverGetVersion(&driver));
-  COK(cudaRuntimeGetVersion(&runtime));
+  CUDA_OK(cudaDriverGetVersion(&driver));
+  CUDA_OK(cudaRuntimeGetVersion(&runtime));
 
   /* The manager: device budget for the largest batch twice over; host pool
    * and budget = the largest batch in 64 MiB slabs + 16 single frames. */
@@ -402,27 +387,27 @@ int main(int argc, char** argv) {
   o.host_budget = pool_frames * F;
   o.host_pool_frames = (uint32_t)pool_frames;
   gh_tmgr_t* tm = NULL;
-  GOK(gh_tmgr_create(&tm, &o));
+  GH_OK_OR_DIE(gh_tmgr_create(&tm, &o));
   gh_tmgr_stats_t st;
-  GOK(gh_tmgr_stats(tm, &st));
+  GH_OK_OR_DIE(gh_tmgr_stats(tm, &st));
   printf("bench_evict: %s, driver %d, runtime %d, frame %zu KiB, %d reps, rev %s\n", prop.name, driver, runtime,
          st.frame_bytes >> 10, reps, GH_GIT_REV);
   double pool_s = 0;
 
   cudaStream_t s;
-  COK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   unsigned long long* d_bad;
-  COK(cudaMalloc(&d_bad, sizeof *d_bad));
+  CUDA_OK(cudaMalloc(&d_bad, sizeof *d_bad));
 
   const size_t sizes_mib[] = {2, 8, 32, 64, 128, 256, 512, 1024};
   std::vector<row_t> rows;
   unsigned long long misses = 0, stat_errors = 0;
   uint64_t tag = 0x1000;
   for (size_t chunk : chunks) {
-  GOK(_gh_tmgr_set_chunk(tm, chunk)); /* gives the pool's slabs back; the pool thread makes new ones */
+  GH_OK_OR_DIE(_gh_tmgr_set_chunk(tm, chunk)); /* gives the pool's slabs back; the pool thread makes new ones */
   const double tp0 = now_s();
   for (;;) { /* the pool thread fills the pool */
-    GOK(gh_tmgr_stats(tm, &st));
+    GH_OK_OR_DIE(gh_tmgr_stats(tm, &st));
     if (st.host_pool_frames >= pool_frames || now_s() - tp0 > 300) break;
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
@@ -439,37 +424,37 @@ int main(int argc, char** argv) {
     if (sizes_mib[si] > max_mib) continue;
     const size_t bytes = sizes_mib[si] << 20;
     void* p = NULL;
-    GOK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, (gh_stream_t)s, &p));
+    GH_OK_OR_DIE(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, (gh_stream_t)s, &p));
     uint64_t* w = (uint64_t*)p;
     std::vector<double> t[2];
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
       fill_words<<<132 * 8, 256, 0, s>>>(w, bytes / 8, tag);
-      COK(cudaGetLastError());
-      COK(cudaStreamSynchronize(s));
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaStreamSynchronize(s));
       gh_tmgr_stats_t a, b;
-      GOK(gh_tmgr_stats(tm, &a));
+      GH_OK_OR_DIE(gh_tmgr_stats(tm, &a));
       const double e0 = now_s();
-      GOK(gh_tensor_evict(tm, p));
+      GH_OK_OR_DIE(gh_tensor_evict(tm, p));
       const double e1 = now_s();
-      GOK(gh_tmgr_stats(tm, &b));
+      GH_OK_OR_DIE(gh_tmgr_stats(tm, &b));
       gh_tier_t tier = GH_TIER_NONE;
-      GOK(gh_tensor_tier(tm, p, &tier));
+      GH_OK_OR_DIE(gh_tensor_tier(tm, p, &tier));
       stat_errors += tier != GH_TIER_HOST || b.bytes_evicted - a.bytes_evicted != bytes;
       misses += check(w, bytes, tag, tag + 1, s, d_bad); /* host-backed, same pointers */
       const double r0 = now_s();
-      GOK(gh_tensor_prefetch(tm, p, (gh_stream_t)s));
-      COK(cudaStreamSynchronize(s));
+      GH_OK_OR_DIE(gh_tensor_prefetch(tm, p, (gh_stream_t)s));
+      CUDA_OK(cudaStreamSynchronize(s));
       const double r1 = now_s();
-      GOK(gh_tmgr_stats(tm, &a));
-      GOK(gh_tensor_tier(tm, p, &tier));
+      GH_OK_OR_DIE(gh_tmgr_stats(tm, &a));
+      GH_OK_OR_DIE(gh_tensor_tier(tm, p, &tier));
       stat_errors += tier != GH_TIER_DEVICE || a.bytes_restored - b.bytes_restored != bytes;
       misses += check(w, bytes, tag + 1, tag + 2, s, d_bad); /* back in HBM */
       tag += 4;
       if (r >= 0) t[0].push_back(e1 - e0), t[1].push_back(r1 - r0);
     }
-    GOK(gh_tensor_free(tm, p, (gh_stream_t)s));
-    COK(cudaStreamSynchronize(s));
-    GOK(gh_tmgr_maintain(tm));
+    GH_OK_OR_DIE(gh_tensor_free(tm, p, (gh_stream_t)s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    GH_OK_OR_DIE(gh_tmgr_maintain(tm));
     for (int d = 0; d < 2; d++) {
       row_t row;
       row.chunk = chunk;
@@ -484,10 +469,10 @@ int main(int argc, char** argv) {
     }
   }
   }
-  GOK(gh_tmgr_stats(tm, &st));
+  GH_OK_OR_DIE(gh_tmgr_stats(tm, &st));
   printf("manager: %llu frames evicted, %llu restored; host pool %zu frames at the end\n",
          (unsigned long long)st.evictions, (unsigned long long)st.restores, st.host_pool_frames);
-  GOK(gh_tmgr_destroy(tm));
+  GH_OK_OR_DIE(gh_tmgr_destroy(tm));
   if (do_probe) {
     probe(reps);
     evict_probe(reps);
@@ -552,7 +537,7 @@ int main(int argc, char** argv) {
     fprintf(j, "\n}\n");
     fclose(j);
   }
-  COK(cudaStreamDestroy(s));
-  COK(cudaFree(d_bad));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaFree(d_bad));
   return misses || stat_errors ? 1 : 0;
 }

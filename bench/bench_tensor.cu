@@ -6,9 +6,10 @@
  *             each call, in microseconds.
  *   loop:     a kernel that reads and writes every tensor of a working set
  *             once per pass, for a working set within the device budget and
- *             for one of twice the budget (tensors evicted to host memory are
- *             prefetched back before their kernel, evicting others); ms per
- *             pass and bytes moved per pass.
+ *             for one of twice the budget, where tensors evicted to host
+ *             memory are either prefetched back before their kernel
+ *             (evicting others) or used in place over PCIe; ms per pass and
+ *             bytes moved per pass.
  *
  *   bench_tensor [--csv FILE] [--loop-csv FILE] [--budget-mib N] [--reps N]
  *
@@ -22,25 +23,9 @@
 #include <cuda_runtime.h>
 
 #include "gpuheap.h"
+#include "gpu_util.cuh" /* CUDA_OK, GH_OK_OR_DIE (tests/gpu) */
 
 #define MiB ((size_t)1 << 20)
-
-#define CK(call)                                                                               \
-  do {                                                                                         \
-    const cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
-#define GK(call)                                                                                          \
-  do {                                                                                                    \
-    const int e_ = (call);                                                                                \
-    if (e_ != GH_OK) {                                                                                    \
-      fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, gh_strerror(e_), gh_last_error_detail()); \
-      exit(1);                                                                                            \
-    }                                                                                                     \
-  } while (0)
 
 static double now_us(void) {
   struct timespec ts;
@@ -68,12 +53,12 @@ static void latency_gpuheap(gh_tmgr_t* tm, size_t bytes, int iters, int live, cu
     const int n = iters - i < live ? iters - i : live;
     for (int j = 0; j < n; j++) {
       const double t0 = now_us();
-      GK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, s, &p[j]));
+      GH_OK_OR_DIE(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, s, &p[j]));
       a[i + j] = now_us() - t0;
     }
     for (int j = 0; j < n; j++) {
       const double t0 = now_us();
-      GK(gh_tensor_free(tm, p[j], s));
+      GH_OK_OR_DIE(gh_tensor_free(tm, p[j], s));
       f[i + j] = now_us() - t0;
     }
   }
@@ -86,16 +71,16 @@ static void latency_async(size_t bytes, int iters, int live, cudaStream_t s, dou
     const int n = iters - i < live ? iters - i : live;
     for (int j = 0; j < n; j++) {
       const double t0 = now_us();
-      CK(cudaMallocAsync(&p[j], bytes, s));
+      CUDA_OK(cudaMallocAsync(&p[j], bytes, s));
       a[i + j] = now_us() - t0;
     }
     for (int j = 0; j < n; j++) {
       const double t0 = now_us();
-      CK(cudaFreeAsync(p[j], s));
+      CUDA_OK(cudaFreeAsync(p[j], s));
       f[i + j] = now_us() - t0;
     }
   }
-  CK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaStreamSynchronize(s));
   free(p);
 }
 
@@ -112,46 +97,49 @@ __global__ void check(const uint4* p, size_t n, uint32_t want, unsigned long lon
     if (p[i].x != want) atomicAdd(bad, 1ull);
 }
 
-/* Passes over `count` tensors of `tbytes`: prefetch each, then touch it.
- * Returns the median ms per pass; *moved: bytes evicted + restored per pass. */
-static double loop(gh_tmgr_t* tm, int count, size_t tbytes, int reps, double* moved, unsigned long long* bad_out) {
+/* Passes over `count` tensors of `tbytes`: prefetch each (or not: then a
+ * kernel reads and writes evicted tensors where they are, over PCIe), then
+ * touch it. Returns the median ms per pass; *moved: bytes evicted +
+ * restored per pass. */
+static double loop(gh_tmgr_t* tm, int count, size_t tbytes, int reps, int prefetch, double* moved,
+                   unsigned long long* bad_out) {
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   void** t = (void**)calloc((size_t)count, sizeof(void*));
   for (int i = 0; i < count; i++) {
-    GK(gh_tensor_alloc(tm, tbytes, GH_KIND_ACTIVATIONS, s, &t[i]));
-    CK(cudaMemsetAsync(t[i], 0, tbytes, s));
+    GH_OK_OR_DIE(gh_tensor_alloc(tm, tbytes, GH_KIND_ACTIVATIONS, s, &t[i]));
+    CUDA_OK(cudaMemsetAsync(t[i], 0, tbytes, s));
   }
-  CK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaStreamSynchronize(s));
   const size_t n = tbytes / sizeof(uint4);
   double* ms = (double*)calloc((size_t)reps + 1, sizeof(double));
   gh_tmgr_stats_t st0, st1;
   for (int r = 0; r <= reps; r++) { /* pass 0: warm-up */
-    if (r == 1) GK(gh_tmgr_stats(tm, &st0));
+    if (r == 1) GH_OK_OR_DIE(gh_tmgr_stats(tm, &st0));
     const double t0 = now_us();
     for (int i = 0; i < count; i++) {
-      GK(gh_tensor_prefetch(tm, t[i], s));
+      if (prefetch) GH_OK_OR_DIE(gh_tensor_prefetch(tm, t[i], s));
       touch<<<1024, 256, 0, s>>>((uint4*)t[i], n, 1u);
-      CK(cudaGetLastError());
+      CUDA_OK(cudaGetLastError());
     }
-    CK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaStreamSynchronize(s));
     ms[r] = (now_us() - t0) / 1e3;
   }
-  GK(gh_tmgr_stats(tm, &st1));
+  GH_OK_OR_DIE(gh_tmgr_stats(tm, &st1));
   *moved = (double)((st1.bytes_evicted - st0.bytes_evicted) + (st1.bytes_restored - st0.bytes_restored)) / reps;
   unsigned long long* d_bad;
-  CK(cudaMalloc(&d_bad, sizeof *d_bad));
-  CK(cudaMemset(d_bad, 0, sizeof *d_bad));
+  CUDA_OK(cudaMalloc(&d_bad, sizeof *d_bad));
+  CUDA_OK(cudaMemset(d_bad, 0, sizeof *d_bad));
   for (int i = 0; i < count; i++) check<<<1024, 256, 0, s>>>((const uint4*)t[i], n, (uint32_t)reps + 1u, d_bad);
-  CK(cudaStreamSynchronize(s));
-  CK(cudaMemcpy(bad_out, d_bad, sizeof *bad_out, cudaMemcpyDeviceToHost));
-  CK(cudaFree(d_bad));
-  for (int i = 0; i < count; i++) GK(gh_tensor_free(tm, t[i], s));
-  CK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  CUDA_OK(cudaMemcpy(bad_out, d_bad, sizeof *bad_out, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaFree(d_bad));
+  for (int i = 0; i < count; i++) GH_OK_OR_DIE(gh_tensor_free(tm, t[i], s));
+  CUDA_OK(cudaStreamSynchronize(s));
   const double med = pct(ms + 1, reps, 0.5);
   free(ms);
   free(t);
-  CK(cudaStreamDestroy(s));
+  CUDA_OK(cudaStreamDestroy(s));
   return med;
 }
 
@@ -199,15 +187,15 @@ int main(int argc, char** argv) {
   o.device_budget = budget_mib * MiB;
   o.host_budget = 4 * budget_mib * MiB;
   gh_tmgr_t* tm = NULL;
-  GK(gh_tmgr_create(&tm, &o));
+  GH_OK_OR_DIE(gh_tmgr_create(&tm, &o));
   cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaMemPool_t pool;
   int dev = 0;
-  CK(cudaGetDevice(&dev));
-  CK(cudaDeviceGetDefaultMemPool(&pool, dev));
+  CUDA_OK(cudaGetDevice(&dev));
+  CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, dev));
   uint64_t keep = UINT64_MAX;
-  CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  CUDA_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
 
   const size_t sizes[] = {512, 4096, 65536, MiB, 8 * MiB, 64 * MiB, 256 * MiB};
   printf("%-14s %-16s %12s %10s %10s %10s %10s\n", "test", "allocator", "bytes", "alloc med", "alloc p90", "free med",
@@ -231,33 +219,33 @@ int main(int argc, char** argv) {
     free(a);
     free(f);
   }
-  CK(cudaStreamSynchronize(s));
-  GK(gh_tmgr_maintain(tm));
+  CUDA_OK(cudaStreamSynchronize(s));
+  GH_OK_OR_DIE(gh_tmgr_maintain(tm));
 
   /* Working sets of 64 MiB tensors: 3/4 of the budget, and twice it. */
   const size_t tb = 64 * MiB;
   const int within = (int)(budget_mib * 3 / 4 / 64), over = (int)(budget_mib * 2 / 64);
-  printf("\n%-10s %10s %12s %14s %14s\n", "loop", "tensors", "ms/pass", "GB moved/pass", "bad words");
-  for (int which = 0; which < 2; which++) {
+  printf("\n%-22s %10s %12s %14s %14s\n", "loop", "tensors", "ms/pass", "GB moved/pass", "bad words");
+  static const char* names[3] = {"in_budget", "2x_budget_prefetch", "2x_budget_in_place"};
+  for (int which = 0; which < 3; which++) {
     const int count = which ? over : within;
     double moved = 0;
     unsigned long long bad = 0;
-    const double ms = loop(tm, count, tb, reps, &moved, &bad);
-    printf("%-10s %10d %12.2f %14.2f %14llu\n", which ? "2x budget" : "in budget", count, ms, moved / 1e9, bad);
+    const double ms = loop(tm, count, tb, reps, which != 2, &moved, &bad);
+    printf("%-22s %10d %12.2f %14.2f %14llu\n", names[which], count, ms, moved / 1e9, bad);
     if (lcsv)
-      fprintf(lcsv, "%s,%zu,%zu,%.3f,%.0f\n", which ? "2x_budget" : "in_budget", budget_mib * MiB, (size_t)count * tb,
-              ms, moved);
+      fprintf(lcsv, "%s,%zu,%zu,%.3f,%.0f\n", names[which], budget_mib * MiB, (size_t)count * tb, ms, moved);
     if (bad) {
       fprintf(stderr, "bench_tensor: %llu words wrong after the loop\n", bad);
       return 1;
     }
   }
   gh_tmgr_stats_t st;
-  GK(gh_tmgr_stats(tm, &st));
+  GH_OK_OR_DIE(gh_tmgr_stats(tm, &st));
   printf("evictions %llu, restores %llu, evicted %.2f GB, restored %.2f GB\n", (unsigned long long)st.evictions,
          (unsigned long long)st.restores, st.bytes_evicted / 1e9, st.bytes_restored / 1e9);
-  CK(cudaStreamDestroy(s));
-  GK(gh_tmgr_destroy(tm));
+  CUDA_OK(cudaStreamDestroy(s));
+  GH_OK_OR_DIE(gh_tmgr_destroy(tm));
   if (csv) fclose(csv);
   if (lcsv) fclose(lcsv);
   return 0;
