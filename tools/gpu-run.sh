@@ -2,7 +2,7 @@
 # One visit to the GPU machine: build, GPU tests, stress, benchmarks, with
 # logs and results under $OUT (or ./gpu-out). GH_REV names the revision
 # where the copy has no git metadata. Stages: build tests sanitizer
-# stress bench (default), and efficiency, evict, tensor. Each stage is
+# stress bench (default), and efficiency, evict, tensor, python. Each stage is
 # time-limited and logs per line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,13 +40,20 @@ for stage in $stages; do
         env $v timeout 120 stdbuf -oL ./build-gpu/bench/gh_stress --efficiency --reps 7
       done 2>&1 | tee "$out/efficiency.log" | grep -E "^--|median" ;;
     evict)
-      timeout 240 stdbuf -oL ./build-gpu/bench/bench_evict --csv "$out/evict.csv" --json "$out/evict.json" 2>&1 |
+      timeout 240 stdbuf -oL ./build-gpu/bench/bench_evict --reps 7 --chunks 8 --csv "$out/evict.csv" --json "$out/evict.json" 2>&1 |
         tee "$out/evict.log" | tail -20 ;;
     tensor)
       timeout 240 stdbuf -oL ./build-gpu/bench/bench_tensor --csv "$out/tensor-latency.csv" \
         --loop-csv "$out/tensor-loop.csv" 2>&1 | tee "$out/tensor.log" | tail -30
       timeout 240 python3 bench/torch_alloc.py --lib build-gpu/libgpuheap.so --csv "$out/torch-latency.csv" 2>&1 |
         tee "$out/torch-latency.log" | tail -20 ;;
+    python)
+      # The Python package on PyTorch and CuPy (python/tests).
+      export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
+      timeout 60 python3 -m unittest discover -s python/tests -p 'test_pure*.py' 2>&1 | tail -3
+      timeout 300 python3 -u python/tests/gpu_train.py --steps 20 --time-limit 90 --csv "$out/torch-h200.csv" \
+        --snapshot-dir "$out/frames" 2>&1 | tee "$out/gpu_train.log" | grep -E "ms/step|PASS|FAIL|peak|offload counters"
+      timeout 100 python3 -u python/tests/gpu_cupy.py --time-limit 80 2>&1 | tee "$out/gpu_cupy.log" | tail -2 ;;
     bench)
       timeout 300 ./build-gpu/bench/gh_bench --benchmark_out="$out/bench.json" --benchmark_out_format=json \
         --benchmark_counters_tabular=true 2>&1 | tee "$out/bench.log" | grep -E "median|ERROR" | head -60 ;;
