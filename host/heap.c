@@ -16,6 +16,7 @@ struct gh_heap_s {
   gh_tmgr_t* tm;           /* the tensor manager that owns a managed heap */
   uint32_t online_pages;   /* pages [online_pages, n_pages) are offline (managed heaps) */
   uint32_t frame_words;    /* page-bitmap words per frame */
+  cudaStream_t side;       /* managed heaps: a stream that does not wait for the legacy one */
 };
 
 /* All metadata as new; pages from online_pages on offline (bits set). */
@@ -31,6 +32,10 @@ static int zero_metadata(gh_heap_t* heap) {
 
 static int destroy_parts(gh_heap_t* heap) {
   int err = GH_OK;
+  if (heap->side) {
+    const cudaError_t e = cudaStreamDestroy(heap->side);
+    if (e != cudaSuccess) err = _gh_cuda_error((int)e, "cudaStreamDestroy", __FILE__, __LINE__);
+  }
   if (heap->d_heap) {
     const cudaError_t e = cudaFree(heap->d_heap);
     if (e != cudaSuccess) err = _gh_cuda_error((int)e, "cudaFree(metadata)", __FILE__, __LINE__);
@@ -112,6 +117,15 @@ static int heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* o
   }
   gh_layout_header(&heap->view, &heap->layout, base, (uint8_t*)heap->d_heap, pages, shift, slots, o.probe_limit, o.refill_min);
   heap->view.room_fill = o.room_fill;
+  if (tm != NULL) {
+    const cudaError_t c = cudaStreamCreateWithFlags(&heap->side, cudaStreamNonBlocking);
+    if (c != cudaSuccess) {
+      heap->side = NULL;
+      err = _gh_cuda_error((int)c, "cudaStreamCreateWithFlags", __FILE__, __LINE__);
+      destroy_parts(heap);
+      return err;
+    }
+  }
   err = zero_metadata(heap);
   if (!err) {
     const cudaError_t c = cudaMemcpy(heap->d_heap, &heap->view, sizeof heap->view, cudaMemcpyHostToDevice);
@@ -157,10 +171,14 @@ int _gh_heap_usage(gh_heap_t* heap, size_t* used_bytes, size_t* online_bytes) {
   const uint32_t words = heap->online_pages / 32u;
   uint32_t* bits = (uint32_t*)malloc((size_t)words * 4u + 4u);
   if (bits == NULL) return _gh_error(GH_ERR_NOMEM, "_gh_heap_usage: %u words", words);
-  const cudaError_t e = cudaMemcpy(bits, heap->view.xpages, (size_t)words * 4u, cudaMemcpyDeviceToHost);
+  /* On the side stream, which does not wait for the legacy stream: tensor
+   * calls ask this while kernels may run, and must not wait for them. */
+  cudaError_t e = cudaMemcpyAsync(bits, heap->view.xpages, (size_t)words * 4u, cudaMemcpyDeviceToHost, heap->side);
+  const cudaError_t f = cudaStreamSynchronize(heap->side);
+  if (e == cudaSuccess) e = f;
   if (e != cudaSuccess) {
     free(bits);
-    return _gh_cuda_error((int)e, "cudaMemcpy(page bitmap)", __FILE__, __LINE__);
+    return _gh_cuda_error((int)e, "cudaMemcpyAsync(page bitmap)", __FILE__, __LINE__);
   }
   size_t used = 0;
   for (uint32_t w = 0; w < words; w++) used += (size_t)__builtin_popcount(bits[w]);
@@ -180,14 +198,10 @@ int _gh_heap_online(gh_heap_t* heap, size_t online_bytes) {
   /* The frames are mapped; clearing their words publishes the pages. A copy
    * engine writes the words while kernels may run: no searcher changes an
    * all-ones word (its claims need a zero bit), so nothing is lost. */
-  cudaStream_t s = NULL;
-  GH_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const uint32_t w0 = heap->online_pages / 32u, w1 = pages / 32u;
-  cudaError_t e = cudaMemsetAsync(heap->view.xpages + w0, 0, (size_t)(w1 - w0) * 4u, s);
-  const cudaError_t f = cudaStreamSynchronize(s);
+  cudaError_t e = cudaMemsetAsync(heap->view.xpages + w0, 0, (size_t)(w1 - w0) * 4u, heap->side);
+  const cudaError_t f = cudaStreamSynchronize(heap->side);
   if (e == cudaSuccess) e = f;
-  const cudaError_t d = cudaStreamDestroy(s);
-  if (e == cudaSuccess) e = d;
   if (e != cudaSuccess) return _gh_cuda_error((int)e, "cudaMemsetAsync(page bitmap)", __FILE__, __LINE__);
   heap->online_pages = pages;
   return GH_OK;
