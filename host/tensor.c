@@ -25,13 +25,19 @@
  * mapped (bench/results/evict-h200.md: 35.6 us a 2 MiB device frame as 32
  * allocations, 1.1 us as one of 64 MiB), so moving 2 MiB allocations capped
  * evict / restore at 9-16 GB/s.
- * A tensor is LIVE until freed, then PENDING until the event recorded on its
- * free's stream completes, then its bytes are reclaimed; a vframe whose
- * tensors are all reclaimed is unmapped and its physical frame released
- * (device) or returned to the host pool.
+ * A tensor is LIVE until freed, then PENDING: its bytes go at once to an
+ * allocation on the free's stream that fits them (handed over whole), or
+ * to anyone once the event recorded on that stream at the next *flush*
+ * completes (one event per stream covers all its frees since the last
+ * flush). Reclaimed device memory stays mapped in the *cache*: a run's
+ * device chunks as a cached run (role CACHE) that a later run of about
+ * its size takes where it is, an emptied slab in its kind's list; host
+ * frames go back to the host pool. The cache is the first thing given back
+ * when device room is needed.
  *
  * Invariants (checked by _gh_tmgr_check):
- *   dev_used  == |device frames created| == frames[DEVICE] + heap_frames[DEVICE] (+ frames in transit, 0 between calls)
+ *   dev_used  == |device frames created| == frames[DEVICE] + heap_frames[DEVICE] + cached (+ frames in transit, 0 between calls)
+ *   cached    == |CACHE vframes| + |device slabs with no tensor| == sum of cached runs' frames + empty slabs
  *   host_used == frames[HOST] + heap_frames[HOST] + pool_n + pool_inflight     (all in frames)
  *   dev_used <= dev_budget_f,  host_used <= host_budget_f
  *   per vframe: live >= pending;  warm <= live - pending;  pins > 0 => tier == DEVICE
@@ -53,11 +59,16 @@
  *   of those streams -- the contract PyTorch's caching allocator has
  *   (record_stream); a tensor used on more streams than the manager records
  *   (GH_TM_TENSOR_STREAMS) is synchronized against every stream seen.
- * - Freed memory is reused once the free's event completes (queried lazily
- *   at every call; all pending events are waited for before a request is
- *   refused for want of room). Reuse by an allocation on the same stream
- *   before the event completes would be stream-safe for the bytes, but not
- *   for unmapping an emptied frame, so it is not done: one rule for all.
+ * - Frees make no provider call. An allocation on the free's stream takes
+ *   the pending memory at once (stream order: cudaMallocAsync's rule); the
+ *   memory is never unmapped in between, so no remap waits for it. Other
+ *   streams get it after the free's event: events are recorded (one per
+ *   stream with new frees) when an allocation finds no mapped memory, when
+ *   device room is short, and at maintain / empty_cache / destroy; they are
+ *   queried at those points and at every other call, and waited for only
+ *   before a request is refused (and by empty_cache and destroy). So a
+ *   stream that frees were made on must live until the next flush after
+ *   them (gh_tmgr_maintain flushes): destroy it only after that.
  *
  * Policy. New frames are device frames while the device budget allows;
  * otherwise cold frames are evicted (in one batch, down to low_watermark of
@@ -95,11 +106,35 @@
 /* Recently freed starts remembered to tell a double free from a foreign
  * pointer. */
 #define GH_TM_FREED_RING 4096
+/* Empty slabs kept mapped per kind (the cache of small tensors). */
+#define GH_TM_SLAB_KEEP 2
+/* Pending frees an allocation looks through for memory freed on its own
+ * stream (newest first). */
+#define GH_TM_REUSE_SCAN 64
 
-enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE };
+/* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
+ * for reuse (see the cache below). */
+enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE };
 enum { GH_T_LIVE = 0, GH_T_PENDING = 1 };
 
 typedef struct gh_tensor_s gh_tensor_t;
+
+/* One event recorded on a stream for every free on it since the last
+ * flush; refs: the pending tensors that wait for it. */
+typedef struct gh_tm_fbatch_s {
+  gh_fevent_t ev;   /* 0: none (the stream was synchronized instead) */
+  size_t refs;
+  uint64_t pass;    /* the reclaim pass that last asked */
+  int done;
+} gh_tm_fbatch_t;
+
+/* A cached run: n mapped device vframes from v0 (role CACHE), allocations
+ * of ch frames back to back, the last one ch frames or fewer; a prefix
+ * that ends at an allocation boundary can back a tensor whose chunks are
+ * ch frames. */
+typedef struct gh_tm_crun_s {
+  size_t v0, n, ch;
+} gh_tm_crun_t;
 
 struct gh_tensor_s {
   uint8_t* ptr;
@@ -110,7 +145,7 @@ struct gh_tensor_s {
   uint32_t pins;
   uint8_t kind, cold, state, nstreams, many_streams;
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
-  gh_fevent_t free_event;
+  gh_tm_fbatch_t* batch;           /* pending: its free's event; NULL until the next flush */
   gh_stream_t free_stream;
   gh_tensor_t* hnext;               /* hash chain (live tensors only) */
   gh_tensor_t *next, *prev;         /* the live or the pending list */
@@ -175,6 +210,10 @@ struct gh_tmgr_s {
   size_t pool_ones, pool_bigs;  /* entries of each size in the pool or being created */
 
   size_t slab_head[GH_KIND_COUNT];
+  size_t slab_empty[GH_KIND_COUNT];  /* slabs kept mapped with no tensor (cached), per kind */
+  gh_tm_crun_t* cache;               /* cached runs */
+  size_t n_cache, cap_cache;
+  size_t cached;                     /* device frames held by the cache: CACHE vframes + empty slabs */
   gh_stream_t copy_stream;
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
@@ -184,6 +223,9 @@ struct gh_tmgr_s {
   gh_tensor_t *live_head;
   gh_tensor_t *pend_head, *pend_tail;  /* pending frees, oldest first */
   size_t n_pending;
+  size_t n_unflushed;  /* pending tensors with no event yet */
+  uint64_t pass;       /* reclaim passes */
+  size_t live_bytes, peak_bytes;  /* requested bytes of live tensors, and their peak */
   const void* freed[GH_TM_FREED_RING];
   size_t freed_pos;
 
@@ -507,10 +549,21 @@ static void gh_tm_pool_quiesce(gh_tmgr_t* tm) {
 }
 
 /* ---------------------------------------------------------------- frames */
+/* A device vframe held by the cache: a cached run's, or a slab with no
+ * tensor (kept mapped). */
+static int gh_tm_vf_cached(const gh_vframe_t* f) {
+  return f->tier == GH_TIER_DEVICE && (f->role == GH_VF_CACHE || (f->role == GH_VF_SLAB && f->live == 0));
+}
+
+/* Count a mapped vframe in (delta +1) or out of (-1) its class: heap,
+ * cache, or tensor frames of its tier. Whatever changes the class (role,
+ * tier, a slab's live count between 0 and 1) is wrapped in -1 / +1. */
 static void gh_tm_count(gh_tmgr_t* tm, const gh_vframe_t* f, int delta) {
   if (f->tier == GH_TIER_NONE) return;
   if (f->role == GH_VF_HEAP)
     tm->heap_nframes[f->tier] += (size_t)delta;
+  else if (gh_tm_vf_cached(f))
+    tm->cached += (size_t)delta;
   else
     tm->nframes[f->tier] += (size_t)delta;
 }
@@ -818,9 +871,20 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   return moved;
 }
 
-/* Make room for k new device frames: evict if the budget is spent, in one
- * batch down to the low watermark. Returns how many of the k fit now. */
+static void gh_tm_flush(gh_tmgr_t* tm);
+static void gh_tm_reclaim(gh_tmgr_t* tm, int sync);
+static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
+
+/* Make room for k new device frames: when the budget is spent, record
+ * events for new frees and reclaim the completed ones, then release cached
+ * frames, then evict in one batch down to the low watermark. Returns how
+ * many of the k fit now. */
 static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
+  if (tm->dev_used + k > tm->dev_budget_f && tm->n_pending) {
+    gh_tm_flush(tm);
+    gh_tm_reclaim(tm, 0);
+  }
+  if (tm->dev_used + k > tm->dev_budget_f && tm->cached) gh_tm_cache_release(tm, tm->dev_used + k - tm->dev_budget_f);
   if (tm->dev_used + k > tm->dev_budget_f) {
     const size_t low = (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
     size_t want = tm->dev_used + k - tm->dev_budget_f;
@@ -909,6 +973,69 @@ static size_t gh_tm_slab_find(const gh_tmgr_t* tm, unsigned kind, gh_tier_t tier
   return SIZE_MAX;
 }
 
+/* ---------------------------------------------------------------- the cache
+ * Device memory of reclaimed tensors stays mapped where it was: a run's
+ * device chunks become a cached run (role CACHE), a slab left with no
+ * tensor stays in its kind's list (GH_TM_SLAB_KEEP per kind). Cached frames
+ * count against the device budget; they go first when room is needed
+ * (gh_tm_device_room), before any live frame is evicted, and all of them
+ * at gh_tmgr_empty_cache and before a request is refused. */
+static int gh_tm_cache_add(gh_tmgr_t* tm, size_t v0, size_t n, size_t ch) {
+  if (tm->n_cache == tm->cap_cache) {
+    const size_t cap = tm->cap_cache ? 2 * tm->cap_cache : 64;
+    gh_tm_crun_t* p = realloc(tm->cache, cap * sizeof *p);
+    if (!p) return GH_ERR_NOMEM;
+    tm->cache = p, tm->cap_cache = cap;
+  }
+  tm->cache[tm->n_cache++] = (gh_tm_crun_t){v0, n, ch};
+  return GH_OK;
+}
+
+/* A cached prefix for a tensor of n frames: the entry whose shortest prefix
+ * of whole allocations covering n frames wastes least (at most n / 4);
+ * taken out of the cache (the rest stays). 0 when none. */
+static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch) {
+  size_t best = SIZE_MAX, best_p = 0;
+  for (size_t i = 0; i < tm->n_cache; i++) {
+    const gh_tm_crun_t* e = &tm->cache[i];
+    if (e->n < n) continue;
+    const size_t up = (n + e->ch - 1) / e->ch * e->ch;
+    const size_t p = up < e->n ? up : e->n;
+    if (p - n > n / 4 || (best != SIZE_MAX && p >= best_p)) continue;
+    best = i, best_p = p;
+    if (p == n) break;
+  }
+  if (best == SIZE_MAX) return 0;
+  gh_tm_crun_t* e = &tm->cache[best];
+  *v0 = e->v0, *got = best_p, *ch = e->ch;
+  if (best_p < e->n)
+    e->v0 += best_p, e->n -= best_p;
+  else
+    *e = tm->cache[--tm->n_cache];
+  return 1;
+}
+
+/* Unmap and release cached frames, at least `want` of them if there are
+ * (SIZE_MAX: all): cached runs first, then empty slabs. Returns the frames
+ * released. */
+static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
+  size_t freed = 0;
+  while (tm->n_cache && freed < want) {
+    const gh_tm_crun_t e = tm->cache[--tm->n_cache];
+    gh_tm_vframes_drop(tm, e.v0, e.n);
+    freed += e.n;
+  }
+  for (unsigned k = 0; k < GH_KIND_COUNT && freed < want; k++)
+    for (size_t s = tm->slab_head[k], nx; s != SIZE_MAX && tm->slab_empty[k] && freed < want; s = nx) {
+      nx = tm->vf[s].snext;
+      if (tm->vf[s].live) continue;
+      gh_tm_slab_unlink(tm, s);
+      gh_tm_vframes_drop(tm, s, 1);
+      tm->slab_empty[k]--, freed++;
+    }
+  return freed;
+}
+
 /* ---------------------------------------------------------------- tensors */
 static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int warm_d, int pins_d, int pend_d) {
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
@@ -919,15 +1046,20 @@ static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int w
 }
 
 /* Place a tensor of `span` bytes; GH_ERR_BUDGET when neither tier has
- * room (nothing changed then). */
-static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t) {
+ * room (nothing changed then). fast: only memory mapped on the device
+ * already (a slab with room, a cached run), GH_ERR_BUSY when none. */
+static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
   const unsigned kind = t->kind;
+  size_t slab = SIZE_MAX;
   if (t->span < GH_TM_SMALL_MAX) {
     const size_t g = t->span / GH_TM_ALIGN;
     size_t at = SIZE_MAX;
-    /* 1. A device slab of the kind with room; 2. a new frame on the device
-     * (evicting for it); 3. a host slab with room; 4. a new host frame. */
+    int fresh = 0;
+    /* 1. A device slab of the kind with room (cached empty ones included);
+     * 2. a new frame on the device (evicting for it); 3. a host slab with
+     * room; 4. a new host frame. */
     size_t v = gh_tm_slab_find(tm, kind, GH_TIER_DEVICE, g, &at);
+    if (v == SIZE_MAX && fast) return GH_ERR_BUSY;
     if (v == SIZE_MAX) {
       const size_t nv = gh_tm_find_run(tm, 1);
       if (nv == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range is full");
@@ -954,10 +1086,15 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t) {
         f->bits = bits, f->free_granules = (uint32_t)(tm->frame / GH_TM_ALIGN);
         gh_tm_count(tm, f, +1);
         gh_tm_slab_link(tm, nv, kind);
-        v = nv, at = 0;
+        v = nv, at = 0, fresh = 1;
       }
     }
     gh_vframe_t* f = &tm->vf[v];
+    if (f->live == 0) {  /* an empty slab (a new one, or one of the cache) leaves the cache */
+      gh_tm_count(tm, f, -1);
+      if (!fresh) tm->slab_empty[kind]--;
+      slab = v;
+    }
     gh_tm_bits_set(f->bits, at, g, 1);
     f->free_granules -= (uint32_t)g;
     t->ptr = gh_tm_va(tm, v) + at * GH_TM_ALIGN;
@@ -967,6 +1104,19 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t) {
     f->tensors = t;
   } else {
     const size_t n = (t->span + tm->frame - 1) / tm->frame;
+    size_t cv = 0, cn = 0, cch = 0;
+    if (gh_tm_cache_take(tm, n, &cv, &cn, &cch)) {  /* a cached run, mapped where it is */
+      for (size_t v = cv; v < cv + cn; v++) {
+        gh_vframe_t* f = &tm->vf[v];
+        gh_tm_count(tm, f, -1);
+        f->role = GH_VF_RUN, f->kind = (uint8_t)kind, f->tensors = t;
+        gh_tm_count(tm, f, +1);
+      }
+      t->ptr = gh_tm_va(tm, cv);
+      t->vf0 = cv, t->nvf = cn, t->chunk = cch;
+      goto placed;
+    }
+    if (fast) return GH_ERR_BUSY;
     const size_t v = gh_tm_find_run(tm, n);
     if (v == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range has no run of %zu frames", n);
     /* Chunk by chunk from the run's start: one device allocation while the
@@ -1022,28 +1172,62 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t) {
     t->ptr = gh_tm_va(tm, v);
     t->vf0 = v, t->nvf = n;
   }
+placed:
   gh_tm_tensor_frames(tm, t, +1, +1, 0, 0);
+  if (slab != SIZE_MAX) gh_tm_count(tm, &tm->vf[slab], +1);
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
     if (tm->vf[v].clock < gh_tm_credit(kind)) tm->vf[v].clock = gh_tm_credit(kind);
   return GH_OK;
 }
 
-/* Give back a pending tensor's bytes; frames left empty go. */
+/* Give back a pending tensor's bytes. A slab left empty stays mapped in
+ * the cache (up to GH_TM_SLAB_KEEP per kind, device only), else goes; a
+ * run's device chunks become cached runs, its host chunks go back to the
+ * pool. */
 static void gh_tm_reclaim_tensor(gh_tmgr_t* tm, gh_tensor_t* t) {
-  gh_tm_tensor_frames(tm, t, -1, 0, 0, -1);
   gh_vframe_t* f = &tm->vf[t->vf0];
   if (f->role == GH_VF_SLAB) {
+    gh_tm_count(tm, f, -1);
+    gh_tm_tensor_frames(tm, t, -1, 0, 0, -1);
+    gh_tm_count(tm, f, +1);
     const size_t at = (size_t)(t->ptr - gh_tm_va(tm, t->vf0)) / GH_TM_ALIGN, g = t->span / GH_TM_ALIGN;
     gh_tm_bits_set(f->bits, at, g, 0);
     f->free_granules += (uint32_t)g;
     if (t->fprev) t->fprev->fnext = t->fnext; else f->tensors = t->fnext;
     if (t->fnext) t->fnext->fprev = t->fprev;
     if (f->live == 0) {
-      gh_tm_slab_unlink(tm, t->vf0);
-      gh_tm_vframes_drop(tm, t->vf0, 1);
+      if (f->tier == GH_TIER_DEVICE && tm->slab_empty[f->kind] < GH_TM_SLAB_KEEP) {
+        tm->slab_empty[f->kind]++;  /* kept: counted as cached now */
+      } else {
+        gh_tm_slab_unlink(tm, t->vf0);
+        gh_tm_vframes_drop(tm, t->vf0, 1);
+      }
     }
   } else {
-    gh_tm_vframes_drop(tm, t->vf0, t->nvf);
+    gh_tm_tensor_frames(tm, t, -1, 0, 0, -1);
+    const size_t end = t->vf0 + t->nvf;
+    size_t run = SIZE_MAX;  /* start of the device chunks in a row */
+    for (size_t v = t->vf0; v <= end;) {
+      const size_t k = v == end ? 0 : (end - v < t->chunk ? end - v : t->chunk);
+      const int dev = v < end && tm->vf[v].tier == GH_TIER_DEVICE;
+      if (!dev && run != SIZE_MAX) {
+        if (gh_tm_cache_add(tm, run, v - run, t->chunk) != GH_OK) gh_tm_vframes_drop(tm, run, v - run);
+        run = SIZE_MAX;
+      }
+      if (v == end) break;
+      if (dev) {
+        if (run == SIZE_MAX) run = v;
+        for (size_t w = v; w < v + k; w++) {
+          gh_vframe_t* c = &tm->vf[w];
+          gh_tm_count(tm, c, -1);
+          c->role = GH_VF_CACHE, c->tensors = NULL, c->clock = 0;
+          gh_tm_count(tm, c, +1);
+        }
+      } else {
+        gh_tm_vframes_drop(tm, v, k);
+      }
+      v += k;
+    }
   }
   free(t);
 }
@@ -1059,31 +1243,108 @@ static void gh_tm_pend_unlink(gh_tmgr_t* tm, gh_tensor_t* t) {
   t->next = t->prev = NULL;
 }
 
-/* Reclaim pending frees whose events completed (sync: wait for all). The
- * list is oldest first and a stream reaches its events in order, so once
- * one event of a stream is not complete the later ones of that stream are
- * not asked: a call costs one query per stream with pending frees, not one
- * per pending free. */
-static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
-  gh_tm_sset_t busy = {0};
-  for (gh_tensor_t *t = tm->pend_head, *n; t; t = n) {
-    n = t->next;
-    int blocked = 0;
-    for (size_t i = 0; i < busy.n && !blocked; i++) blocked = busy.s[i] == t->free_stream;
-    if (blocked) continue;
-    const int rc = t->free_event ? GH_P(tm, sync ? tm->ops->event_sync(tm->fr, t->free_event)
-                                                 : tm->ops->event_query(tm->fr, t->free_event))
-                                 : GH_OK;
-    if (rc != GH_OK) {
-      gh_tm_sset_add(&busy, t->free_stream);
-      continue;
+/* A pending tensor leaves the list (reclaimed or reused): drop its hold on
+ * its event. */
+static void gh_tm_pend_remove(gh_tmgr_t* tm, gh_tensor_t* t) {
+  gh_tm_pend_unlink(tm, t);
+  tm->n_pending--;
+  gh_tm_fbatch_t* b = t->batch;
+  t->batch = NULL;
+  if (!b) {
+    tm->n_unflushed--;
+  } else if (--b->refs == 0) {
+    if (b->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, b->ev));
+    free(b);
+  }
+}
+
+/* Record one event on every stream with frees since the last flush; those
+ * frees wait for it. (A stream whose event cannot be recorded is
+ * synchronized instead.) */
+static void gh_tm_flush(gh_tmgr_t* tm) {
+  if (!tm->n_unflushed) return;
+  gh_tm_fbatch_t** sb = calloc(tm->n_streams ? tm->n_streams : 1, sizeof *sb);
+  /* The frees with no event are the newest: a suffix of the list. */
+  for (gh_tensor_t *t = tm->pend_tail, *pv; t && tm->n_unflushed; t = pv) {
+    pv = t->prev;
+    if (t->batch) break;
+    size_t i = 0;
+    while (i < tm->n_streams && tm->streams[i] != t->free_stream) i++;
+    gh_tm_fbatch_t* b = sb && i < tm->n_streams ? sb[i] : NULL;
+    if (!b) {
+      b = calloc(1, sizeof *b);
+      if (!b || GH_P(tm, tm->ops->event_record(tm->fr, t->free_stream, &b->ev)) != GH_OK) {
+        GH_P(tm, tm->ops->stream_sync(tm->fr, t->free_stream));
+        if (b) b->ev = 0, b->done = 1;
+      }
+      if (!b) {  /* out of memory: the stream is synchronized, reclaim now */
+        gh_tm_pend_remove(tm, t);
+        gh_tm_reclaim_tensor(tm, t);
+        continue;
+      }
+      if (sb && i < tm->n_streams) sb[i] = b;
     }
-    if (t->free_event) GH_P(tm, tm->ops->event_destroy(tm->fr, t->free_event));
-    gh_tm_pend_unlink(tm, t);
-    tm->n_pending--;
+    b->refs++;
+    t->batch = b;
+    tm->n_unflushed--;
+  }
+  free(sb);
+}
+
+/* Reclaim pending frees whose events completed (sync: wait for them). Each
+ * event is asked once per pass, whatever the number of frees it covers;
+ * frees not flushed yet (the newest: the list is those with an event, then
+ * those without) are left. */
+static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
+  if (tm->n_pending == tm->n_unflushed) return;
+  const uint64_t pass = ++tm->pass;
+  for (gh_tensor_t *t = tm->pend_head, *nx; t; t = nx) {
+    nx = t->next;
+    gh_tm_fbatch_t* b = t->batch;
+    if (!b) break;  /* the rest have no event yet */
+    if (!b->done && b->pass != pass) {
+      b->pass = pass;
+      b->done = GH_P(tm, sync ? tm->ops->event_sync(tm->fr, b->ev) : tm->ops->event_query(tm->fr, b->ev)) == GH_OK;
+    }
+    if (!b->done) continue;
+    gh_tm_pend_remove(tm, t);
     gh_tm_reclaim_tensor(tm, t);
   }
-  free(busy.s);
+}
+
+/* Reuse memory freed on the allocation's own stream, pending or not: the
+ * stream reaches the new tensor's kernels after the free (the rule of
+ * cudaMallocAsync), and other streams that used the old tensor were
+ * ordered before its free. A pending tensor of the same shape (small: same
+ * slab kind; large: a run) with at most a quarter more room is handed over
+ * whole, its bytes never reclaimed. 1 when done. */
+static int gh_tm_reuse(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t s) {
+  const int large = t->span >= GH_TM_SMALL_MAX;
+  const size_t n = (t->span + tm->frame - 1) / tm->frame;
+  gh_tensor_t* o = tm->pend_tail;
+  for (size_t k = 0; o && k < GH_TM_REUSE_SCAN; o = o->prev, k++) {
+    if (o->free_stream != s) continue;
+    const gh_vframe_t* f = &tm->vf[o->vf0];
+    if (large ? f->role == GH_VF_RUN && o->nvf >= n && o->nvf - n <= n / 4
+              : f->role == GH_VF_SLAB && f->kind == t->kind && o->span >= t->span && o->span - t->span <= t->span / 4)
+      break;
+  }
+  if (!o) return 0;
+  gh_tm_pend_remove(tm, o);
+  t->ptr = o->ptr, t->span = o->span, t->vf0 = o->vf0, t->nvf = o->nvf, t->chunk = o->chunk;
+  gh_vframe_t* f = &tm->vf[o->vf0];
+  if (!large) {
+    t->fprev = o->fprev, t->fnext = o->fnext;
+    if (o->fprev) o->fprev->fnext = t; else f->tensors = t;
+    if (o->fnext) o->fnext->fprev = t;
+  } else {
+    for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) tm->vf[v].tensors = t, tm->vf[v].kind = t->kind;
+  }
+  gh_tm_tensor_frames(tm, t, 0, +1, 0, -1);
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
+    if (tm->vf[v].clock < gh_tm_credit(t->kind)) tm->vf[v].clock = gh_tm_credit(t->kind);
+  free(o);
+  return 1;
 }
 
 static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s);
@@ -1098,7 +1359,7 @@ void gh_tmgr_options_init(gh_tmgr_options_t* o) {
   o->low_watermark = 0.85;
   o->high_watermark = 0.90;
   gh_heap_options_init(&o->heap);
-  o->host_pool_frames = 16;
+  o->host_pool_frames = 64;
 }
 
 static void gh_tm_free_all(gh_tmgr_t* tm);
@@ -1232,13 +1493,15 @@ fail:
 /* Tear down everything (no pool thread running). */
 static void gh_tm_free_all(gh_tmgr_t* tm) {
   if (tm->fr) {
-    for (gh_tensor_t* t = tm->pend_head; t; t = t->next)
-      if (t->free_event) {
-        GH_P(tm, tm->ops->event_sync(tm->fr, t->free_event));
-        GH_P(tm, tm->ops->event_destroy(tm->fr, t->free_event));
-        t->free_event = 0;
-      }
+    /* Frees with an event: wait for it. Frees with none yet: no stream
+     * uses them any more (destroy's contract), and their streams may be
+     * gone, so no event is recorded on them. */
     gh_tm_reclaim(tm, 1);
+    while (tm->pend_head) {
+      gh_tensor_t* t = tm->pend_head;
+      gh_tm_pend_remove(tm, t);
+      gh_tm_reclaim_tensor(tm, t);
+    }
     /* Live tensors: mark them pending with no event and reclaim them. */
     while (tm->live_head) {
       gh_tensor_t* t = tm->live_head;
@@ -1247,6 +1510,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
       gh_tm_reclaim_tensor(tm, t);
     }
+    gh_tm_cache_release(tm, SIZE_MAX);
     if (tm->heap) _gh_heap_destroy_managed(tm->heap);
     tm->heap = NULL;
     for (size_t v = 0; v < tm->heap_vf; v++)
@@ -1265,6 +1529,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   free(tm->alias_used);
   free(tm->buckets);
   free(tm->streams);
+  free(tm->cache);
   pthread_cond_destroy(&tm->pool_cv);
   pthread_cond_destroy(&tm->pool_done_cv);
   pthread_mutex_destroy(&tm->pmu);
@@ -1301,23 +1566,34 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   int rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) rc = gh_tm_hash_reserve(tm);
   if (rc == GH_OK) {
-    gh_tm_reclaim(tm, 0);
     const size_t budget = (tm->dev_budget_f + tm->host_budget_f) * tm->frame;
     if (t->span > budget) {
       rc = _gh_error(GH_ERR_BUDGET, "gh_tensor_alloc: %zu bytes exceed both budgets (%zu)", bytes, budget);
-    } else {
-      rc = gh_tm_place(tm, t);
-      if (rc == GH_ERR_BUDGET && (tm->pend_head || tm->pool_inflight)) {
-        /* Wait for the pending frees and the pool, then try again. */
+    } else if (!gh_tm_reuse(tm, t, stream)) {
+      /* Memory mapped already (no provider call); else record events for
+       * the new frees, reclaim the completed ones, place with new frames
+       * if need be; else wait for every pending free and the pool, give
+       * back the whole cache, and try once more. */
+      rc = gh_tm_place(tm, t, 1);
+      if (rc != GH_OK) {
+        gh_tm_flush(tm);
+        gh_tm_reclaim(tm, 0);
+        rc = gh_tm_place(tm, t, 0);
+      }
+      if (rc == GH_ERR_BUDGET && (tm->pend_head || tm->pool_inflight || tm->cached)) {
+        gh_tm_flush(tm);
         gh_tm_reclaim(tm, 1);
         gh_tm_pool_quiesce(tm);
-        rc = gh_tm_place(tm, t);
+        gh_tm_cache_release(tm, SIZE_MAX);
+        rc = gh_tm_place(tm, t, 0);
       }
     }
     if (rc == GH_OK) {
       gh_tm_hash_insert(tm, t);
       gh_tm_list_push(&tm->live_head, t);
       tm->tensors[kind]++, tm->tensor_bytes[kind] += bytes;
+      tm->live_bytes += bytes;
+      if (tm->live_bytes > tm->peak_bytes) tm->peak_bytes = tm->live_bytes;
       *ptr = t->ptr;
     } else if (rc == GH_ERR_BUDGET) {
       tm->oom_events++;
@@ -1344,26 +1620,23 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_free: NULL manager");
   if (!ptr) return GH_OK;  /* as free(NULL) */
   pthread_mutex_lock(&tm->mu);
-  gh_tm_reclaim(tm, 0);
   gh_tensor_t* t = ptr ? gh_tm_find(tm, ptr) : NULL;
   int rc = t ? gh_tm_stream_seen(tm, stream) : gh_tm_bad_ptr(tm, ptr, "gh_tensor_free");
   if (rc == GH_OK) {
     gh_tm_hash_remove(tm, t);
     gh_tm_list_unlink(&tm->live_head, t);
     tm->tensors[t->kind]--, tm->tensor_bytes[t->kind] -= t->bytes;
+    tm->live_bytes -= t->bytes;
     if (t->pins) tm->pinned_tensors--;
     gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
     t->pins = 0;
     t->state = GH_T_PENDING;
     t->free_stream = stream;
     gh_tm_tensor_add_stream(t, stream);
-    if (GH_P(tm, tm->ops->event_record(tm->fr, stream, &t->free_event)) != GH_OK) {
-      /* No event: wait for the stream now instead. */
-      t->free_event = 0;
-      GH_P(tm, tm->ops->stream_sync(tm->fr, stream));
-    }
+    /* No provider call: the event comes at the next flush. */
+    t->batch = NULL;
     gh_tm_pend_push(tm, t);
-    tm->n_pending++;
+    tm->n_pending++, tm->n_unflushed++;
     tm->freed[tm->freed_pos] = ptr;
     tm->freed_pos = (tm->freed_pos + 1) % GH_TM_FREED_RING;
   }
@@ -1492,7 +1765,8 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->device_budget = tm->dev_budget_f * tm->frame;
   s->host_budget = tm->host_budget_f * tm->frame;
   for (int k = 1; k < GH_TIER_COUNT; k++) s->frames[k] = tm->nframes[k], s->heap_frames[k] = tm->heap_nframes[k];
-  s->frames[GH_TIER_NONE] = tm->n_va - tm->tensor_vf0 - tm->nframes[GH_TIER_DEVICE] - tm->nframes[GH_TIER_HOST];
+  s->frames[GH_TIER_NONE] =
+      tm->n_va - tm->tensor_vf0 - tm->nframes[GH_TIER_DEVICE] - tm->nframes[GH_TIER_HOST] - tm->cached;
   for (int k = 0; k < GH_KIND_COUNT; k++) s->tensors[k] = tm->tensors[k], s->tensor_bytes[k] = tm->tensor_bytes[k];
   for (const gh_tensor_t* t = tm->live_head; t; t = t->next) {
     /* Bytes of the tensor in each of its frames, by the frame's tier. */
@@ -1510,12 +1784,67 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->bytes_evicted = tm->bytes_evicted, s->bytes_restored = tm->bytes_restored;
   s->oom_events = tm->oom_events;
   s->heap_grows = tm->heap_grows, s->heap_shrinks = tm->heap_shrinks;
+  s->cached_frames = tm->cached;
+  s->peak_tensor_bytes = tm->peak_bytes;
 }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {
   if (!tm || !stats) return _gh_error(GH_ERR_INVAL, "gh_tmgr_stats: NULL argument");
   pthread_mutex_lock(&tm->mu);
   gh_tm_snapshot(tm, stats);
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int gh_tmgr_reset_peak(gh_tmgr_t* tm) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_reset_peak: NULL manager");
+  pthread_mutex_lock(&tm->mu);
+  tm->peak_bytes = tm->live_bytes;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* count) {
+  if (!tm || !count || (cap && !out)) return _gh_error(GH_ERR_INVAL, "gh_tmgr_frame_map: NULL argument");
+  pthread_mutex_lock(&tm->mu);
+  size_t n = 0;
+  for (size_t v = 0; v < tm->n_va; v++) {
+    const gh_vframe_t* f = &tm->vf[v];
+    if (f->tier == GH_TIER_NONE || f->role == GH_VF_STAGE || f->role == GH_VF_FREE) continue;
+    if (n < cap) {
+      gh_frame_info_t* o = &out[n];
+      memset(o, 0, sizeof *o);
+      o->va = (uint64_t)(uintptr_t)gh_tm_va(tm, v);
+      o->tier = f->tier;
+      o->heap = f->role == GH_VF_HEAP;
+      o->kind = o->heap ? 255 : f->kind;
+      o->pinned = f->pins > 0;
+      o->tensors = f->live - f->pending;
+      /* Bytes of its live tensors that lie in this frame. */
+      const uint8_t *lo = gh_tm_va(tm, v), *hi = gh_tm_va(tm, v + 1);
+      if (f->role == GH_VF_SLAB) {
+        for (const gh_tensor_t* t = f->tensors; t; t = t->fnext)
+          if (t->state == GH_T_LIVE) o->used_bytes += t->bytes;
+      } else if (f->role == GH_VF_RUN && f->tensors && f->tensors->state == GH_T_LIVE) {
+        const gh_tensor_t* t = f->tensors;
+        const uint8_t* a = t->ptr > lo ? t->ptr : lo;
+        const uint8_t* b = t->ptr + t->bytes < hi ? t->ptr + t->bytes : hi;
+        if (b > a) o->used_bytes = (uint64_t)(b - a);
+      }
+    }
+    n++;
+  }
+  *count = n;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_empty_cache: NULL manager");
+  pthread_mutex_lock(&tm->mu);
+  gh_tm_flush(tm);
+  gh_tm_reclaim(tm, 1);
+  gh_tm_cache_release(tm, SIZE_MAX);
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }
@@ -1595,6 +1924,7 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
 int gh_tmgr_maintain(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_maintain: NULL manager");
   pthread_mutex_lock(&tm->mu);
+  gh_tm_flush(tm);
   gh_tm_reclaim(tm, 0);
   int rc = GH_OK;
   if (tm->heap) rc = gh_tm_heap_maintain(tm);
@@ -1683,17 +2013,22 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   pthread_mutex_lock(&tm->mu);
   int rc = GH_OK;
-  size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0};
+  size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0}, cf = 0, cruns = 0;
   for (size_t v = 0; v < tm->n_va && rc == GH_OK; v++) {
     const gh_vframe_t* f = &tm->vf[v];
     if (f->role == GH_VF_HEAP) hf[f->tier]++;
-    if (f->role == GH_VF_SLAB || f->role == GH_VF_RUN) nf[f->tier]++;
+    else if (gh_tm_vf_cached(f)) cf++;
+    else if (f->role == GH_VF_SLAB || f->role == GH_VF_RUN) nf[f->tier]++;
+    cruns += f->role == GH_VF_CACHE;
     if (f->live < f->pending || f->warm > f->live - f->pending)
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: live %u pending %u warm %u", v, f->live, f->pending, f->warm);
     else if (f->pins && f->tier != GH_TIER_DEVICE)
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: pinned but in tier %u", v, f->tier);
-    else if ((f->role == GH_VF_SLAB || f->role == GH_VF_RUN) && (f->live == 0 || f->tier == GH_TIER_NONE))
+    else if ((f->role == GH_VF_RUN && (f->live == 0 || f->tier == GH_TIER_NONE)) ||
+             (f->role == GH_VF_SLAB && (f->tier == GH_TIER_NONE || (f->live == 0 && f->tier != GH_TIER_DEVICE))))
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: a tensor frame with no tensor or no backing", v);
+    else if (f->role == GH_VF_CACHE && (f->tier != GH_TIER_DEVICE || f->live || f->tensors))
+      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: cached, tier %u, %u tensors", v, f->tier, f->live);
     else if (f->tier != GH_TIER_NONE &&
              (f->pn == 0 || f->poff >= f->pn ||
               (f->poff > 0 && (v == 0 || tm->vf[v - 1].pf != f->pf || tm->vf[v - 1].poff + 1 != f->poff ||
@@ -1728,8 +2063,40 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
         rc = _gh_error(GH_ERR_CORRUPT, "tier %d: %zu+%zu frames counted, %zu+%zu found", k, tm->nframes[k],
                        tm->heap_nframes[k], nf[k], hf[k]);
   }
-  if (rc == GH_OK && tm->dev_used != nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE])
-    rc = _gh_error(GH_ERR_CORRUPT, "dev_used %zu != %zu", tm->dev_used, nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE]);
+  if (rc == GH_OK && tm->dev_used != nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE] + cf)
+    rc = _gh_error(GH_ERR_CORRUPT, "dev_used %zu != %zu + %zu cached", tm->dev_used,
+                   nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE], cf);
+  if (rc == GH_OK && cf != tm->cached) rc = _gh_error(GH_ERR_CORRUPT, "cache: %zu frames counted, %zu found", tm->cached, cf);
+  /* Cached runs: their vframes are the CACHE ones, each a row of whole
+   * allocations of ch frames (the last one ch or fewer). */
+  size_t in_runs = 0;
+  for (size_t i = 0; i < tm->n_cache && rc == GH_OK; i++) {
+    const gh_tm_crun_t* e = &tm->cache[i];
+    in_runs += e->n;
+    for (size_t v = e->v0; v < e->v0 + e->n && rc == GH_OK; v += tm->vf[v].pn ? tm->vf[v].pn : 1) {
+      const gh_vframe_t* f = &tm->vf[v];
+      if (f->role != GH_VF_CACHE || f->poff != 0 || f->pn > e->ch || v + f->pn > e->v0 + e->n ||
+          (f->pn < e->ch && v + f->pn != e->v0 + e->n))
+        rc = _gh_error(GH_ERR_CORRUPT, "cached run [%zu, +%zu) of chunks %zu: vframe %zu role %u, frame %u of %u", e->v0,
+                       e->n, e->ch, v, f->role, f->poff, f->pn);
+    }
+  }
+  if (rc == GH_OK && in_runs != cruns)
+    rc = _gh_error(GH_ERR_CORRUPT, "cached runs: %zu frames listed, %zu vframes cached", in_runs, cruns);
+  for (unsigned k = 0; k < GH_KIND_COUNT && rc == GH_OK; k++) {
+    size_t empty = 0;
+    for (size_t s = tm->slab_head[k]; s != SIZE_MAX; s = tm->vf[s].snext) empty += tm->vf[s].live == 0;
+    if (empty != tm->slab_empty[k] || empty > GH_TM_SLAB_KEEP)
+      rc = _gh_error(GH_ERR_CORRUPT, "kind %u: %zu empty slabs counted, %zu found", k, tm->slab_empty[k], empty);
+  }
+  size_t unflushed = 0;
+  for (const gh_tensor_t* t = tm->pend_head; t; t = t->next) {
+    if (t->batch && unflushed)
+      rc = rc != GH_OK ? rc : _gh_error(GH_ERR_CORRUPT, "a pending free with an event after one without");
+    unflushed += t->batch == NULL;
+  }
+  if (rc == GH_OK && unflushed != tm->n_unflushed)
+    rc = _gh_error(GH_ERR_CORRUPT, "pending frees with no event: %zu counted, %zu found", tm->n_unflushed, unflushed);
   if (rc == GH_OK && tm->host_used != nf[GH_TIER_HOST] + hf[GH_TIER_HOST] + tm->pool_n + tm->pool_inflight)
     rc = _gh_error(GH_ERR_CORRUPT, "host_used %zu != %zu + %zu + %zu", tm->host_used,
                    nf[GH_TIER_HOST] + hf[GH_TIER_HOST], tm->pool_n, tm->pool_inflight);

@@ -582,6 +582,7 @@ static int vmm_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* out
   const cudaError_t ce = cudaEventRecord(e, (cudaStream_t)stream);
   if (ce != cudaSuccess) {
     (void)cudaEventDestroy(e);
+    (void)cudaGetLastError(); /* reported here; not left for the caller's next check (it is not sticky) */
     return _gh_cuda_error((int)ce, "cudaEventRecord", __FILE__, __LINE__);
   }
   *out = (gh_fevent_t)(uintptr_t)e;

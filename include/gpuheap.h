@@ -171,7 +171,12 @@ typedef struct gh_tmgr_options_s {
   size_t heap_bytes;         /* device heap: initial bytes (0 = no device heap) */
   size_t heap_max_bytes;     /* device heap: most it may grow to; 0 = heap_bytes (no growth) */
   gh_heap_options_t heap;    /* the device heap's own options (page size, slots, ...) */
-  uint32_t host_pool_frames; /* host frames kept created ahead of need; default 16 */
+  /* Host frames kept created ahead of need by a background thread: 16
+   * single frames, the rest in chunk-sized slabs (8 frames), so that an
+   * eviction never pins memory under the provider lock (~5 ms a 16 MiB
+   * slab on CUDA). Default 64: 128 MiB of pinned host memory with 2 MiB
+   * frames, taken from host_budget and created at startup; 0 = no thread. */
+  uint32_t host_pool_frames;
   uint32_t flags;            /* GH_TMGR_* */
 } gh_tmgr_options_t;
 
@@ -190,6 +195,8 @@ typedef struct gh_tmgr_stats_s {
   uint64_t bytes_evicted, bytes_restored;
   uint64_t oom_events;                            /* requests that found neither tier with room */
   uint64_t heap_grows, heap_shrinks;              /* frames */
+  size_t cached_frames;      /* device frames mapped with no live or pending tensor, kept for reuse (in the budget) */
+  size_t peak_tensor_bytes;  /* most requested bytes of live tensors at once (gh_tmgr_reset_peak) */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met
@@ -204,8 +211,14 @@ int gh_tmgr_destroy(gh_tmgr_t* tm);
 /* A tensor of `bytes` (> 0), 256-byte aligned, usable on `stream` in stream
  * order. Small tensors share frames; large ones take runs of frames. */
 int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t stream, void** ptr);
-/* Free; its memory is reused once `stream` reaches this point (other
- * streams that used it must be ordered before, as with cudaFreeAsync).
+/* Free, with no CUDA call; its memory is reused at once by allocations on
+ * `stream` (stream order makes that safe, as with cudaMallocAsync), and by
+ * other streams once `stream` reaches this point (other streams that used
+ * it must be ordered before, as with cudaFreeAsync). A freed large
+ * tensor's device memory stays mapped in a cache (see cached_frames). The
+ * event that orders other streams after the free is recorded on `stream`
+ * later (gh_tmgr_maintain, or an allocation that needs the memory), so
+ * `stream` must live until gh_tmgr_maintain has run after the free.
  * GH_ERR_FOREIGN for a pointer that is no tensor's start, GH_ERR_DOUBLE_FREE
  * for one freed already. */
 int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
@@ -222,6 +235,30 @@ int gh_tensor_set_kind(gh_tmgr_t* tm, void* ptr, gh_kind_t kind);
 /* Where a tensor's first byte lives now. */
 int gh_tensor_tier(gh_tmgr_t* tm, const void* ptr, gh_tier_t* tier);
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats);
+/* Start peak_tensor_bytes again from the bytes live now. */
+int gh_tmgr_reset_peak(gh_tmgr_t* tm);
+
+/* One mapped frame of a manager's range, for snapshots and pictures. */
+typedef struct gh_frame_info_s {
+  uint64_t va;        /* the frame's address */
+  uint8_t tier;       /* gh_tier_t */
+  uint8_t kind;       /* gh_kind_t of its tensors; 255 for device-heap frames */
+  uint8_t pinned;     /* 1 if a pinned tensor lies in it */
+  uint8_t heap;       /* 1 for a frame of the device heap */
+  uint32_t tensors;   /* live tensors in it */
+  uint64_t used_bytes; /* bytes of its tensors in this frame */
+} gh_frame_info_t;
+
+/* The mapped frames in address order: at most cap into out (which may be
+ * NULL when cap is 0); *count receives how many there are in all. Frames of
+ * the device heap and of tensors, cached frames included (tensors 0);
+ * host aliases and staging windows are not listed. */
+int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* count);
+/* Give back frames that hold no live tensor (cached or freed), as
+ * torch.cuda.empty_cache does: waits for every pending free's stream to
+ * reach it, then unmaps and releases every cached frame; tensors are not
+ * moved. */
+int gh_tmgr_empty_cache(gh_tmgr_t* tm);
 int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user);
 /* A sync point: reclaim completed frees, restore/evict to the watermarks,
  * grow the device heap past its high watermark, give back its trailing free

@@ -268,7 +268,7 @@ def validate_options(device=None, backend=None, device_budget=None, device_reser
     device -1 (the current device); device_budget 0 = the device's free
     memory at creation minus device_reserve (1 GiB); host_budget 0 = half
     the device budget, at least 1 GiB; watermarks 0.85 / 0.90; no device heap;
-    16 pooled host frames. Returns a dict of the options given, normalized;
+    64 pooled host frames. Returns a dict of the options given, normalized;
     raises Error(ERR_INVAL) naming the first bad one."""
     out = {}
     if device is not None:

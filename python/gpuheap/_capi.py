@@ -84,6 +84,8 @@ class TmgrStats(ctypes.Structure):
         ("oom_events", c_uint64),
         ("heap_grows", c_uint64),
         ("heap_shrinks", c_uint64),
+        ("cached_frames", c_size_t),
+        ("peak_tensor_bytes", c_size_t),
     ]
 
 

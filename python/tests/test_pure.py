@@ -365,7 +365,7 @@ class TestOptions(unittest.TestCase):
         self.assertEqual(o.heap.slots, 5)
         self.assertEqual(o.device, -1)  # the library's defaults stay
         self.assertAlmostEqual(o.low_watermark, 0.85)
-        self.assertEqual(o.host_pool_frames, 16)
+        self.assertEqual(o.host_pool_frames, 64)
 
 
 class TestLibraryLookup(unittest.TestCase):

@@ -1,7 +1,9 @@
 /* The tensor manager on the simulated frame provider (no GPU): a randomized
  * sequence of operations checked against a reference model, directed bad
- * inputs, stream-ordered reuse, exhausted budgets, threads with the host
- * pool running, the framework entry points, and a clean destroy.
+ * inputs, stream-ordered reuse, the cache of mapped device memory (reuse
+ * with no provider create, empty_cache, the frame map, the peak),
+ * exhausted budgets, threads with the host pool running, the framework
+ * entry points, and a clean destroy.
  *
  * Budgets are small (device 64 MiB, host 160 MiB, 2 MiB frames) so that
  * eviction and restore happen all the time; events complete only after a
@@ -110,12 +112,45 @@ static void check_stats(gh_tmgr_t* tm, const model_t* m) {
     CHECK_EQ_U64(s.tensor_bytes_tier[k][GH_TIER_NONE], 0);
   }
   CHECK_EQ_U64(s.pinned_tensors, pinned);
+  size_t all = 0;
+  for (int k = 0; k < GH_KIND_COUNT; k++) all += bytes[k];
+  CHECK(s.peak_tensor_bytes >= all);
   const size_t fb = s.frame_bytes;
-  CHECK((s.frames[GH_TIER_DEVICE] + s.heap_frames[GH_TIER_DEVICE]) * fb <= s.device_budget);
+  CHECK((s.frames[GH_TIER_DEVICE] + s.heap_frames[GH_TIER_DEVICE] + s.cached_frames) * fb <= s.device_budget);
   CHECK((s.frames[GH_TIER_HOST] + s.heap_frames[GH_TIER_HOST] + s.host_pool_frames) * fb <= s.host_budget);
   CHECK_EQ_U64(s.oom_events, __atomic_load_n(&oom_calls, __ATOMIC_RELAXED));
   const int rc = _gh_tmgr_check(tm);
   CHECK_MSG(rc == GH_OK, "%s", gh_last_error_detail());
+}
+
+/* gh_tmgr_frame_map against the statistics: every mapped frame listed once,
+ * in address order, by tier (cached frames are device frames), the live
+ * bytes; with no pending free, the frames with no tensor are the cache. */
+static void check_frame_map(gh_tmgr_t* tm) {
+  gh_tmgr_stats_t s;
+  size_t n = 0, n2 = 0;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  CHECK(gh_tmgr_frame_map(tm, NULL, 0, &n) == GH_OK);
+  gh_frame_info_t* fi = calloc(n + 1, sizeof *fi);
+  CHECK(gh_tmgr_frame_map(tm, fi, n + 1, &n2) == GH_OK && n2 == n);
+  if (n) CHECK(gh_tmgr_frame_map(tm, fi, 1, &n2) == GH_OK && n2 == n);  /* a short array: the count of all */
+  CHECK(gh_tmgr_frame_map(tm, fi, n, &n2) == GH_OK && n2 == n);
+  size_t tier[GH_TIER_COUNT] = {0}, empty = 0, used = 0, want = 0;
+  for (size_t i = 0; i < n; i++) {
+    CHECK(i == 0 || fi[i].va > fi[i - 1].va);
+    CHECK(fi[i].tier == GH_TIER_DEVICE || fi[i].tier == GH_TIER_HOST);
+    CHECK(!fi[i].heap && fi[i].kind < GH_KIND_COUNT);
+    tier[fi[i].tier]++;
+    empty += fi[i].tensors == 0;
+    used += fi[i].used_bytes;
+    CHECK(fi[i].used_bytes <= s.frame_bytes);
+  }
+  for (int k = 0; k < GH_KIND_COUNT; k++) want += s.tensor_bytes[k];
+  CHECK_EQ_U64(tier[GH_TIER_DEVICE], s.frames[GH_TIER_DEVICE] + s.cached_frames);
+  CHECK_EQ_U64(tier[GH_TIER_HOST], s.frames[GH_TIER_HOST]);
+  CHECK_EQ_U64(used, want);
+  if (s.pending_frees == 0) CHECK_EQ_U64(empty, s.cached_frames);
+  free(fi);
 }
 
 static gh_tmgr_t* make_tm(size_t dev_mib, size_t host_mib, uint32_t pool, uint32_t lag) {
@@ -152,6 +187,11 @@ static void drain_and_destroy(gh_tmgr_t* tm, model_t* m) {
     if (s.pending_frees == 0) break;
   }
   CHECK_EQ_U64(s.pending_frees, 0);
+  /* Freed device memory stays mapped in the cache until emptied. */
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  CHECK_EQ_U64(s.cached_frames, 0);
   CHECK_EQ_U64(s.frames[GH_TIER_DEVICE], 0);
   CHECK_EQ_U64(s.frames[GH_TIER_HOST], 0);
   size_t dev = 99, host = 99;
@@ -189,14 +229,16 @@ static void random_run(uint64_t seed, size_t ops) {
   m.cap = 4096;
   m.t = calloc(m.cap, sizeof *m.t);
   size_t max_pending = 0, budget_fails = 0, pin_fails = 0, allocs = 0;
-  size_t pinned_bytes = 0;
+  size_t pinned_bytes = 0, again = 0, reallocs = 0;
   for (size_t op = 0; op < ops; op++) {
     unsigned r = (unsigned)rnd_below(100);
     if (m.bytes > 180 * MiB && r < 40) r = 40;  /* keep both budgets nearly spent */
-    if (m.n == 0) r = 0;
+    if (m.n == 0 || again) r = 0;
     ref_t* x = m.n ? &m.t[rnd_below(m.n)] : NULL;
     if (r < 40) {  /* alloc */
-      const size_t bytes = rand_size();
+      const size_t bytes = again ? again : rand_size();
+      reallocs += again != 0;
+      again = 0;
       const gh_kind_t kind = (gh_kind_t)rnd_below(GH_KIND_COUNT);
       void* p = (void*)1;
       const uint64_t before = oom_calls;
@@ -225,6 +267,9 @@ static void random_run(uint64_t seed, size_t ops) {
       CHECK(gh_tensor_free(tm, x->p, streams[rnd_below(3)]) == GH_OK);
       if (x->pins) pinned_bytes -= x->bytes;
       m.bytes -= x->bytes;
+      /* A realloc half the time: the same size next, on a random stream
+       * (the same one: the freed memory at once; another: after the event). */
+      if (rnd_below(2)) again = x->bytes;
       *x = m.t[--m.n];
     } else if (r < 70) {  /* evict hint */
       gh_tmgr_stats_t s0;
@@ -280,6 +325,13 @@ static void random_run(uint64_t seed, size_t ops) {
         CHECK(gh_tensor_tier(tm, m.t[i].p, &tier) == GH_OK && tier == GH_TIER_DEVICE);
       }
     check_stats(tm, &m);
+    if (op % 50 == 0) check_frame_map(tm);
+    if (op % 300 == 150) {  /* now and then everything cached goes */
+      CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+      gh_tmgr_stats_t s;
+      CHECK(gh_tmgr_stats(tm, &s) == GH_OK && s.cached_frames == 0 && s.pending_frees == 0);
+      check_frame_map(tm);
+    }
     gh_tmgr_stats_t s;
     gh_tmgr_stats(tm, &s);
     if (s.pending_frees > max_pending) max_pending = s.pending_frees;
@@ -288,10 +340,10 @@ static void random_run(uint64_t seed, size_t ops) {
   for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
   gh_tmgr_stats_t s;
   CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
-  printf("seed %llu: %zu ops, %zu allocs, %zu refused, %zu pins refused, %llu evictions, %llu restores, "
-         "max pending %zu\n",
-         (unsigned long long)seed, ops, allocs, budget_fails, pin_fails, (unsigned long long)s.evictions,
-         (unsigned long long)s.restores, max_pending);
+  printf("seed %llu: %zu ops, %zu allocs (%zu reallocs), %zu refused, %zu pins refused, %llu evictions, "
+         "%llu restores, max pending %zu, cached %zu frames\n",
+         (unsigned long long)seed, ops, allocs, reallocs, budget_fails, pin_fails, (unsigned long long)s.evictions,
+         (unsigned long long)s.restores, max_pending, s.cached_frames);
   CHECK(s.evictions > 0 && s.restores > 0);
   CHECK(s.bytes_evicted == s.evictions * s.frame_bytes && s.bytes_restored == s.restores * s.frame_bytes);
   CHECK(max_pending > 0);
@@ -399,27 +451,178 @@ static void bad_inputs(void) {
   free(m.t);
 }
 
-/* Freed memory is not reused before the free's stream reaches the free;
- * when room runs out the manager waits for it instead of failing. */
+/* Stream order: freed memory goes at once to an allocation on the free's
+ * stream, and to another stream only after the free's event; when room
+ * runs out the manager waits for the event instead of failing. */
 static void stream_order(void) {
   gh_tmgr_t* tm = make_tm(8, 8, 0, 1000000);  /* events never complete by queries alone */
   if (!tm) return;
-  const gh_stream_t s = streams[1];
-  void *a = NULL, *b = NULL, *c = NULL;
+  const gh_stream_t s = streams[1], s2 = streams[2];
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  gh_tmgr_stats_t st;
   CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_ACTIVATIONS, s, &a) == GH_OK);
   CHECK(gh_tensor_free(tm, a, s) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_ACTIVATIONS, s, &b) == GH_OK);
-  CHECK(a != b);  /* a is still pending */
-  gh_tmgr_stats_t st;
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+  CHECK(a != b);  /* another stream: a is still pending */
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 1);
-  CHECK(gh_tensor_free(tm, b, s) == GH_OK);
-  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 2);
-  /* All 8 frames of both tiers: one is the slab of the pending frees,
+  CHECK(gh_tensor_alloc(tm, 4000, GH_KIND_ACTIVATIONS, s, &c) == GH_OK);
+  CHECK(c == a);  /* the free's stream: at once */
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 0);
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_WEIGHTS, s, &d) == GH_OK);
+  CHECK(gh_tensor_free(tm, d, s) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_ACTIVATIONS, s, &d) == GH_OK);
+  CHECK(gh_tensor_free(tm, d, s) == GH_OK);  /* not the weights' slab: another kind */
+  CHECK(gh_tensor_free(tm, b, s2) == GH_OK);
+  CHECK(gh_tensor_free(tm, c, s) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 4);
+  CHECK(gh_tensor_alloc(tm, 3 * MiB, GH_KIND_WORKSPACE, s2, &d) == GH_OK);  /* frees pending on s and s2 */
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 4);
+  CHECK(gh_tensor_free(tm, d, s2) == GH_OK);
+  /* All 8 frames of both tiers: two are the slabs of the pending frees,
    * which the manager gets back by waiting for their events. */
   CHECK(gh_tensor_alloc(tm, 16 * MiB - 4096, GH_KIND_WEIGHTS, s, &c) == GH_OK);
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tensor_free(tm, c, s) == GH_OK);
   CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static size_t sim_dev(gh_tmgr_t* tm) {
+  size_t n = 0;
+  CHECK(_gh_tmgr_sim_live(tm, GH_TIER_DEVICE, &n) == GH_OK);
+  return n;
+}
+
+/* Maintain until no free is pending (events lag a few queries). */
+static void settle(gh_tmgr_t* tm) {
+  gh_tmgr_stats_t st;
+  for (int i = 0; i < 100; i++) {
+    CHECK(gh_tmgr_maintain(tm) == GH_OK);
+    CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+    if (st.pending_frees == 0) break;
+  }
+  CHECK_EQ_U64(st.pending_frees, 0);
+}
+
+/* The cache of mapped device memory: a freed tensor's device chunks and
+ * empty slabs stay mapped; allocations take them with no provider call
+ * (the simulated device frames do not change); another stream gets them
+ * only after the free's event; empty_cache gives them all back; the frame
+ * map and the peak agree. */
+static void cache_reuse(void) {
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 3);  /* an event completes after 3 queries */
+  if (!tm) return;
+  const gh_stream_t s = streams[1], s2 = streams[2];
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL, *p = NULL;
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_reset_peak(tm) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, s, &a) == GH_OK);
+  const size_t dev0 = sim_dev(tm);
+  CHECK_EQ_U64(dev0, 4);
+  /* Same stream: pending memory handed over, no create. */
+  CHECK(gh_tensor_free(tm, a, s) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 8 * MiB - 1000, GH_KIND_WEIGHTS, s, &b) == GH_OK);
+  CHECK(b == a);
+  CHECK_EQ_U64(sim_dev(tm), dev0);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 0 && st.cached_frames == 0);
+  CHECK_EQ_U64(st.tensor_bytes[GH_KIND_WEIGHTS], 8 * MiB - 1000);
+  /* Another stream: not before the event; new frames meanwhile. */
+  CHECK(gh_tensor_free(tm, b, s) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
+  CHECK(c != a);
+  CHECK_EQ_U64(sim_dev(tm), dev0 + 4);
+  settle(tm);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 4);
+  CHECK_EQ_U64(sim_dev(tm), dev0 + 4);  /* cached: still mapped */
+  check_frame_map(tm);
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, s2, &d) == GH_OK);
+  CHECK(d == a);  /* after the event: from the cache, no create */
+  CHECK_EQ_U64(sim_dev(tm), dev0 + 4);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 0);
+  /* At most a quarter wasted: 6 MiB + 1 (4 frames) takes the run, 4 MiB (2) does not. */
+  CHECK(gh_tensor_free(tm, d, s2) == GH_OK);
+  settle(tm);
+  CHECK(gh_tensor_alloc(tm, 6 * MiB + 1, GH_KIND_ACTIVATIONS, s, &d) == GH_OK && d == a);
+  CHECK(gh_tensor_free(tm, d, s2) == GH_OK);
+  settle(tm);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s, &e) == GH_OK);
+  CHECK(e != a);
+  CHECK_EQ_U64(sim_dev(tm), dev0 + 6);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 4);
+  /* Small tensors: an emptied slab stays mapped, and is taken again. */
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_OPTIMIZER, s, &p) == GH_OK);
+  const size_t dev1 = sim_dev(tm);
+  CHECK(gh_tensor_free(tm, p, s) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 5);
+  check_frame_map(tm);
+  CHECK(gh_tensor_alloc(tm, 100000, GH_KIND_OPTIMIZER, s2, &p) == GH_OK);
+  CHECK_EQ_U64(sim_dev(tm), dev1);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 4);
+  /* Peak: the most live at once, until reset. */
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  const size_t live = st.tensor_bytes[GH_KIND_ACTIVATIONS] + st.tensor_bytes[GH_KIND_OPTIMIZER];
+  CHECK_EQ_U64(live, 8 * MiB + 4 * MiB + 100000);
+  CHECK_EQ_U64(st.peak_tensor_bytes, 2 * 8 * MiB);  /* b and c */
+  CHECK(gh_tmgr_reset_peak(tm) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.peak_tensor_bytes == live);
+  CHECK(gh_tensor_alloc(tm, 20 * MiB, GH_KIND_WEIGHTS, s, &b) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.peak_tensor_bytes == live + 20 * MiB);
+  /* empty_cache: waits for the pending free, gives back every cached
+   * frame; the simulated device frames are the live tensors' again. */
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 0 && st.pending_frees == 0);
+  CHECK_EQ_U64(sim_dev(tm), st.frames[GH_TIER_DEVICE]);
+  CHECK_EQ_U64(st.frames[GH_TIER_DEVICE], 4 + 2 + 1);
+  check_frame_map(tm);
+  CHECK(gh_tmgr_empty_cache(NULL) == GH_ERR_INVAL && gh_tmgr_reset_peak(NULL) == GH_ERR_INVAL);
+  size_t cnt = 0;
+  CHECK(gh_tmgr_frame_map(tm, NULL, 1, &cnt) == GH_ERR_INVAL);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  model_t m = {0};
+  m.cap = 8;
+  m.t = calloc(m.cap, sizeof *m.t);
+  m.t[m.n++] = (ref_t){.p = c, .bytes = 8 * MiB, .kind = GH_KIND_ACTIVATIONS};
+  m.t[m.n++] = (ref_t){.p = e, .bytes = 4 * MiB, .kind = GH_KIND_ACTIVATIONS};
+  m.t[m.n++] = (ref_t){.p = p, .bytes = 100000, .kind = GH_KIND_OPTIMIZER};
+  for (size_t i = 0; i < m.n; i++) {
+    m.t[i].stamp = rnd();
+    pat_fill(m.t[i].p, 0, m.t[i].bytes, m.t[i].stamp);
+  }
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
+/* A cached run splits at its chunks' boundaries: a 32 MiB tensor in
+ * chunks of 4 frames, freed, backs an 8 MiB tensor with its first chunk and
+ * a 16 MiB one with the next two, with no create. */
+static void cache_split(void) {
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 0);
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 4) == GH_OK);
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, 32 * MiB, GH_KIND_WEIGHTS, NULL, &a) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
+  CHECK(gh_tmgr_maintain(tm) == GH_OK);
+  const size_t dev = sim_dev(tm);
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 16 && dev == 16);
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_WEIGHTS, streams[1], &b) == GH_OK && b == a);
+  CHECK(gh_tensor_alloc(tm, 16 * MiB, GH_KIND_WEIGHTS, streams[2], &c) == GH_OK && (uint8_t*)c == (uint8_t*)a + 8 * MiB);
+  CHECK_EQ_U64(sim_dev(tm), dev);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 4);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  check_frame_map(tm);
+  /* 40 MiB more needs the cache's frames: they go, nothing is evicted. */
+  void* d = NULL;
+  CHECK(gh_tensor_alloc(tm, 40 * MiB, GH_KIND_WEIGHTS, NULL, &d) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 0 && st.evictions == 0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, NULL) == GH_OK && gh_tensor_free(tm, c, NULL) == GH_OK);
+  CHECK(gh_tensor_free(tm, d, NULL) == GH_OK);
   model_t m = {0};
   drain_and_destroy(tm, &m);
 }
@@ -821,6 +1024,8 @@ int main(int argc, char** argv) {
   sim_slabs();
   bad_inputs();
   stream_order();
+  cache_reuse();
+  cache_split();
   many_small();
   adapters();
   large_tensors();
