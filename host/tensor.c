@@ -59,10 +59,8 @@
  *   of those streams -- the contract PyTorch's caching allocator has
  *   (record_stream); a tensor used on more streams than the manager records
  *   (GH_TM_TENSOR_STREAMS) is synchronized against every stream seen.
- * - Frees make no provider call. An allocation on the free's stream takes
- *   the pending memory at once (stream order: cudaMallocAsync's rule); the
- *   memory is never unmapped in between, so no remap waits for it. Other
- *   streams get it after the free's event: events are recorded (one per
+ * - Frees make no provider call. Every stream, the free's own included,
+ *   gets the memory after the free's event: events are recorded (one per
  *   stream with new frees) when an allocation finds no mapped memory, when
  *   device room is short, and at maintain / empty_cache / destroy; they are
  *   queried at those points and at every other call, and waited for only
@@ -108,9 +106,6 @@
 #define GH_TM_FREED_RING 4096
 /* Empty slabs kept mapped per kind (the cache of small tensors). */
 #define GH_TM_SLAB_KEEP 2
-/* Pending frees an allocation looks through for memory freed on its own
- * stream (newest first). */
-#define GH_TM_REUSE_SCAN 64
 
 /* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
  * for reuse (see the cache below). */
@@ -1312,41 +1307,6 @@ static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
   }
 }
 
-/* Reuse memory freed on the allocation's own stream, pending or not: the
- * stream reaches the new tensor's kernels after the free (the rule of
- * cudaMallocAsync), and other streams that used the old tensor were
- * ordered before its free. A pending tensor of the same shape (small: same
- * slab kind; large: a run) with at most a quarter more room is handed over
- * whole, its bytes never reclaimed. 1 when done. */
-static int gh_tm_reuse(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t s) {
-  const int large = t->span >= GH_TM_SMALL_MAX;
-  const size_t n = (t->span + tm->frame - 1) / tm->frame;
-  gh_tensor_t* o = tm->pend_tail;
-  for (size_t k = 0; o && k < GH_TM_REUSE_SCAN; o = o->prev, k++) {
-    if (o->free_stream != s) continue;
-    const gh_vframe_t* f = &tm->vf[o->vf0];
-    if (large ? f->role == GH_VF_RUN && o->nvf >= n && o->nvf - n <= n / 4
-              : f->role == GH_VF_SLAB && f->kind == t->kind && o->span >= t->span && o->span - t->span <= t->span / 4)
-      break;
-  }
-  if (!o) return 0;
-  gh_tm_pend_remove(tm, o);
-  t->ptr = o->ptr, t->span = o->span, t->vf0 = o->vf0, t->nvf = o->nvf, t->chunk = o->chunk;
-  gh_vframe_t* f = &tm->vf[o->vf0];
-  if (!large) {
-    t->fprev = o->fprev, t->fnext = o->fnext;
-    if (o->fprev) o->fprev->fnext = t; else f->tensors = t;
-    if (o->fnext) o->fnext->fprev = t;
-  } else {
-    for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) tm->vf[v].tensors = t, tm->vf[v].kind = t->kind;
-  }
-  gh_tm_tensor_frames(tm, t, 0, +1, 0, -1);
-  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
-    if (tm->vf[v].clock < gh_tm_credit(t->kind)) tm->vf[v].clock = gh_tm_credit(t->kind);
-  free(o);
-  return 1;
-}
-
 static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s);
 
 /* ---------------------------------------------------------------- public */
@@ -1569,8 +1529,13 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
     const size_t budget = (tm->dev_budget_f + tm->host_budget_f) * tm->frame;
     if (t->span > budget) {
       rc = _gh_error(GH_ERR_BUDGET, "gh_tensor_alloc: %zu bytes exceed both budgets (%zu)", bytes, budget);
-    } else if (!gh_tm_reuse(tm, t, stream)) {
-      /* Memory mapped already (no provider call); else record events for
+    } else {
+      /* Freed memory is reused only once its stream has reached the free
+       * (its event completed), on every stream alike. (Handing a pending
+       * free to the next allocation on the same stream, cudaMallocAsync's
+       * rule, broke a PyTorch training run on the H200 with a cuDNN
+       * execution failure: bench/NOTES.md, "Host side".)
+       * Memory mapped already (no provider call); else record events for
        * the new frees, reclaim the completed ones, place with new frames
        * if need be; else wait for every pending free and the pool, give
        * back the whole cache, and try once more. */

@@ -268,7 +268,7 @@ static void random_run(uint64_t seed, size_t ops) {
       if (x->pins) pinned_bytes -= x->bytes;
       m.bytes -= x->bytes;
       /* A realloc half the time: the same size next, on a random stream
-       * (the same one: the freed memory at once; another: after the event). */
+       * (the freed memory serves it once its event completed). */
       if (rnd_below(2)) again = x->bytes;
       *x = m.t[--m.n];
     } else if (r < 70) {  /* evict hint */
@@ -451,9 +451,9 @@ static void bad_inputs(void) {
   free(m.t);
 }
 
-/* Stream order: freed memory goes at once to an allocation on the free's
- * stream, and to another stream only after the free's event; when room
- * runs out the manager waits for the event instead of failing. */
+/* Stream order: freed memory waits for its event, also for an allocation
+ * on the free's own stream; when room runs out the manager waits for the
+ * event instead of failing. */
 static void stream_order(void) {
   gh_tmgr_t* tm = make_tm(8, 8, 0, 1000000);  /* events never complete by queries alone */
   if (!tm) return;
@@ -466,17 +466,17 @@ static void stream_order(void) {
   CHECK(a != b);  /* another stream: a is still pending */
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 1);
   CHECK(gh_tensor_alloc(tm, 4000, GH_KIND_ACTIVATIONS, s, &c) == GH_OK);
-  CHECK(c == a);  /* the free's stream: at once */
-  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 0);
+  CHECK(c != a);  /* the free's own stream too: not before its event */
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 1);
   CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_WEIGHTS, s, &d) == GH_OK);
   CHECK(gh_tensor_free(tm, d, s) == GH_OK);
   CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_ACTIVATIONS, s, &d) == GH_OK);
   CHECK(gh_tensor_free(tm, d, s) == GH_OK);  /* not the weights' slab: another kind */
   CHECK(gh_tensor_free(tm, b, s2) == GH_OK);
   CHECK(gh_tensor_free(tm, c, s) == GH_OK);
-  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 4);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 5);
   CHECK(gh_tensor_alloc(tm, 3 * MiB, GH_KIND_WORKSPACE, s2, &d) == GH_OK);  /* frees pending on s and s2 */
-  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 4);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 5);
   CHECK(gh_tensor_free(tm, d, s2) == GH_OK);
   /* All 8 frames of both tiers: two are the slabs of the pending frees,
    * which the manager gets back by waiting for their events. */
@@ -521,13 +521,24 @@ static void cache_reuse(void) {
   CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, s, &a) == GH_OK);
   const size_t dev0 = sim_dev(tm);
   CHECK_EQ_U64(dev0, 4);
-  /* Same stream: pending memory handed over, no create. */
+  /* Pending memory is not handed over before its event, not even on its
+   * own stream: new frames meanwhile; then both runs are cached, and
+   * empty_cache gives them back. */
   CHECK(gh_tensor_free(tm, a, s) == GH_OK);
   CHECK(gh_tensor_alloc(tm, 8 * MiB - 1000, GH_KIND_WEIGHTS, s, &b) == GH_OK);
-  CHECK(b == a);
-  CHECK_EQ_U64(sim_dev(tm), dev0);
-  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 0 && st.cached_frames == 0);
+  CHECK(b != a);
+  CHECK_EQ_U64(sim_dev(tm), dev0 + 4);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 1 && st.cached_frames == 0);
   CHECK_EQ_U64(st.tensor_bytes[GH_KIND_WEIGHTS], 8 * MiB - 1000);
+  CHECK(gh_tensor_free(tm, b, s) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.cached_frames == 8);
+  CHECK_EQ_U64(sim_dev(tm), dev0 + 4);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK_EQ_U64(sim_dev(tm), 0);
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_WEIGHTS, s, &b) == GH_OK);
+  CHECK_EQ_U64(sim_dev(tm), dev0);
+  a = b; /* the run the rest follows */
   /* Another stream: not before the event; new frames meanwhile. */
   CHECK(gh_tensor_free(tm, b, s) == GH_OK);
   CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
