@@ -1334,6 +1334,9 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (o.heap_max_bytes == 0) o.heap_max_bytes = o.heap_bytes;
   if (o.heap.device < 0) o.heap.device = o.device;
   if (o.heap_max_bytes < o.heap_bytes) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: heap_max_bytes < heap_bytes");
+  if (o.flags & ~GH_TMGR_GROW_ON_DEMAND) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: unknown flags %#x", o.flags);
+  if (o.flags & GH_TMGR_GROW_ON_DEMAND)
+    return _gh_error(GH_ERR_UNSUPPORTED, "gh_tmgr_create: GH_TMGR_GROW_ON_DEMAND is not implemented yet");
   const gh_frames_ops_t* ops = _gh_frames_select(o.backend);
   if (!ops) return o.backend == GH_BACKEND_CUDA_VMM ? GH_ERR_UNSUPPORTED : GH_ERR_INVAL;
 

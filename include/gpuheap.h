@@ -157,7 +157,10 @@ typedef enum gh_kind_e {
 typedef struct gh_tmgr_s gh_tmgr_t;
 
 /* Flags of gh_tmgr_options_t. */
-#define GH_TMGR_GROW_ON_DEMAND 1u /* kernels whose allocation finds no room may ask the host to grow the heap */
+/* Kernels whose allocation finds no room may ask the host to grow the heap
+ * and wait. Reserved: not implemented yet (gh_tmgr_create returns
+ * GH_ERR_UNSUPPORTED); gh_heap_maintain grows the heap at sync points. */
+#define GH_TMGR_GROW_ON_DEMAND 1u
 
 typedef struct gh_tmgr_options_s {
   int device;                /* CUDA device ordinal; -1 = the current device */

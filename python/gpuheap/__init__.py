@@ -392,7 +392,8 @@ class Manager:
     backend ("default", "cuda_vmm", "sim"), device_budget, device_reserve,
     host_budget, va_bytes, low_watermark, high_watermark, heap_bytes,
     heap_max_bytes, heap (dict: page_bytes, slots, probe_limit, room_fill, refill_min),
-    host_pool_frames, grow_on_demand. Sizes take ints or "512MiB"-style strings.
+    host_pool_frames, grow_on_demand (reserved: the library refuses it for
+    now). Sizes take ints or "512MiB"-style strings.
 
     A Manager made here is destroyed by close() (or leaving a with block);
     no stream may still use its tensors then. One that was made the global

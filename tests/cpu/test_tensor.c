@@ -455,6 +455,16 @@ static void bad_inputs(void) {
  * on the free's own stream; when room runs out the manager waits for the
  * event instead of failing. */
 static void stream_order(void) {
+  {
+    gh_tmgr_options_t o;
+    gh_tmgr_options_init(&o);
+    o.backend = GH_BACKEND_SIM;
+    gh_tmgr_t* none = NULL;
+    o.flags = GH_TMGR_GROW_ON_DEMAND; /* reserved, not implemented */
+    CHECK(gh_tmgr_create(&none, &o) == GH_ERR_UNSUPPORTED && none == NULL);
+    o.flags = 0x80;
+    CHECK(gh_tmgr_create(&none, &o) == GH_ERR_INVAL && none == NULL);
+  }
   gh_tmgr_t* tm = make_tm(8, 8, 0, 1000000);  /* events never complete by queries alone */
   if (!tm) return;
   const gh_stream_t s = streams[1], s2 = streams[2];
