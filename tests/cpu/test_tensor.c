@@ -217,6 +217,8 @@ static size_t rand_size(void) {
   return MiB + rnd_below(5 * MiB);                              /* frame runs */
 }
 
+static uint64_t random_restores; /* over all seeds */
+
 static void random_run(uint64_t seed, size_t ops) {
   rng_state = seed;
   gh_tmgr_t* tm = make_tm(64, 160, 4 + 3 * (uint32_t)(seed % 2) * 8, 1 + (uint32_t)(seed % 4));
@@ -344,7 +346,8 @@ static void random_run(uint64_t seed, size_t ops) {
          "%llu restores, max pending %zu, cached %zu frames\n",
          (unsigned long long)seed, ops, allocs, reallocs, budget_fails, pin_fails, (unsigned long long)s.evictions,
          (unsigned long long)s.restores, max_pending, s.cached_frames);
-  CHECK(s.evictions > 0 && s.restores > 0);
+  CHECK(s.evictions > 0); /* restores: over all seeds (a short run may have none) */
+  random_restores += s.restores;
   CHECK(s.bytes_evicted == s.evictions * s.frame_bytes && s.bytes_restored == s.restores * s.frame_bytes);
   CHECK(max_pending > 0);
   drain_and_destroy(tm, &m);
@@ -1052,6 +1055,7 @@ int main(int argc, char** argv) {
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) random_run(seeds[i], ops);
+  CHECK(random_restores > 0);
   threads(ops);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
   CHECK_EQ_U64(_gh_frames_sim_leaked_total(), gh_sim_leak_base);
