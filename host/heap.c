@@ -216,7 +216,8 @@ int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_byt
   keep = (keep + frame_pages - 1u) / frame_pages * frame_pages;
   if (keep < heap->online_pages) {
     uint32_t end = 0;
-    const int err = _gh_device_offline_tail(heap->d_heap, keep / 32u, heap->online_pages / 32u, heap->frame_words, &end);
+    const int err = _gh_device_offline_tail(heap->d_heap, keep / 32u, heap->online_pages / 32u, heap->frame_words,
+                                            heap->side, &end);
     if (err) return err;
     heap->online_pages = end * 32u;
   }

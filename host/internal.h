@@ -69,9 +69,10 @@ gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
 int _gh_device_stats(const gh_dheap_t* d_heap, const gh_dheap_t* view, gh_heap_stats_t* s);
 /* Take free frames at the end of the bitmap words [from_word, to_word)
  * offline (their words set to all ones), last first; *new_to_word is the
- * first offline word. Runs on a stream of its own. */
+ * first offline word. Runs on `stream` (the heap's side stream, which does
+ * not wait for kernels that allocate) and waits for it. */
 int _gh_device_offline_tail(const gh_dheap_t* d_heap, uint32_t from_word, uint32_t to_word, uint32_t words_per_frame,
-                            uint32_t* new_to_word);
+                            gh_stream_t stream, uint32_t* new_to_word);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,7 @@
   X(slots, "GPUHEAP_SLOTS", 0u, "hint slots per class (0: min(SMs, 64); CPU 8)") \
   X(probe_limit, "GPUHEAP_PROBE_LIMIT", 8u, "random steps before the sweep")        \
   X(refill_min, "GPUHEAP_REFILL_MIN", 2048u, "chunks per page from which a class waits for a refill") \
-  X(room_fill, "GPUHEAP_ROOM_FILL", 100u, "estimated fill (%) from which a new page waits for a whole-heap room search")
+  X(room_fill, "GPUHEAP_ROOM_FILL", 100u, "estimated fill (%) from which a new page waits for a whole-heap room search (100: off)")
 
 void gh_heap_options_init(gh_heap_options_t* opts) {
   if (opts == NULL) return;

@@ -61,7 +61,7 @@ typedef struct gh_heap_options_s {
   uint32_t probe_limit;  /* random search steps before the sweep; 0 = default (8) */
   uint32_t room_fill;    /* estimated fill (percent) from which the search looks for a page with
                             room in the whole heap before it opens a new page (0 = default:
-                            100, only when full; lower trades throughput for memory: README) */
+                            100, off; lower trades throughput for memory: README) */
   uint32_t refill_min;   /* classes with at least this many chunks per page wait for their
                             slot's refill; the others search on (0 = default, 2048) */
   int device;            /* CUDA device ordinal; -1 = the current device */

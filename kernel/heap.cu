@@ -102,11 +102,7 @@ __global__ void offline_tail_kernel(const gh_dheap_t* __restrict__ h, uint32_t f
 }  // namespace
 
 extern "C" int _gh_device_offline_tail(const gh_dheap_t* d_heap, uint32_t from_word, uint32_t to_word,
-                                       uint32_t words_per_frame, uint32_t* new_to_word) {
-  /* A stream of its own that does not wait for the legacy stream: kernels
-   * that allocate may be running. */
-  cudaStream_t s = nullptr;
-  GH_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+                                       uint32_t words_per_frame, gh_stream_t s, uint32_t* new_to_word) {
   uint32_t* d_out = nullptr;
   cudaError_t e = cudaMallocAsync((void**)&d_out, sizeof *d_out, s);
   if (e == cudaSuccess) {
@@ -118,8 +114,6 @@ extern "C" int _gh_device_offline_tail(const gh_dheap_t* d_heap, uint32_t from_w
   }
   const cudaError_t g = cudaStreamSynchronize(s);
   if (e == cudaSuccess) e = g;
-  const cudaError_t d = cudaStreamDestroy(s);
-  if (e == cudaSuccess) e = d;
   if (e != cudaSuccess) return _gh_cuda_error((int)e, "offline_tail_kernel", __FILE__, __LINE__);
   return GH_OK;
 }

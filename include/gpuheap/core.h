@@ -265,8 +265,10 @@ GH_FN_SLOW uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t sl
         /* From the fill `room_fill` on, room anywhere comes before a new
          * page: each page opened while others have room is one fewer for
          * the class that runs out first. Efficiency against throughput:
-         * bench/NOTES.md, visits 13-14 (default 100: only when full). */
-        if (!(s->hs.refiller && h->classes[cls].per_page >= h->refill_min) && gh_pages_scarce(h, rng))
+         * bench/NOTES.md, visits 13-14. 100 (the default) is off: the
+         * estimate's loads are not made at all. */
+        if (h->room_fill < 100u && !(s->hs.refiller && h->classes[cls].per_page >= h->refill_min) &&
+            gh_pages_scarce(h, rng))
           k = gh_grant_from_room(h, cls, slot, n, &s->hs, rng, g, probes, true);
         if (k) break;
         /* fall through */

@@ -119,7 +119,7 @@ typedef struct gh_dheap_s {
   uint32_t* xroomsum;     /* [n_classes * n_sum] */
   uint32_t n_sum;         /* ceil(n_words / 32) */
   uint32_t refill_min;    /* classes with fewer chunks per page do not wait for a refill */
-  uint32_t room_fill;     /* estimated fill (%) from which a new page waits for a whole-heap room search */
+  uint32_t room_fill;     /* estimated fill (%) from which a new page waits for a whole-heap room search; 100: off */
   uint64_t* xerrors;      /* [GH_ERRC_COUNT] */
   gh_class_t classes[GH_MAX_CLASSES];
 } gh_dheap_t;
