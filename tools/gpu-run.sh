@@ -34,8 +34,9 @@ for stage in $stages; do
       timeout 300 stdbuf -oL ./build-gpu/bench/gh_stress --reps 7 --csv "$out/alloc.csv" 2>&1 | tee "$out/stress.log" ;;
     efficiency)
       # The efficiency at the first NULL and where the heap's bytes are then,
-      # for the defaults and variants set through the environment.
-      for v in "" GPUHEAP_PROBE_LIMIT=16 GPUHEAP_SLOTS=16 GPUHEAP_PAGE_BYTES=32768; do
+      # for the defaults and variants set through the environment
+      # (GH_EFF_VARIANTS: a list of NAME=VALUE, one variant each).
+      for v in "" ${GH_EFF_VARIANTS:-GPUHEAP_CLASS_SLOTS=64 GPUHEAP_PROBE_LIMIT=16}; do
         echo "-- ${v:-defaults}"
         env $v timeout 120 stdbuf -oL ./build-gpu/bench/gh_stress --efficiency --reps 7
       done 2>&1 | tee "$out/efficiency.log" | grep -E "^--|median" ;;
