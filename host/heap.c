@@ -117,7 +117,6 @@ static int heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* o
   }
   gh_layout_header(&heap->view, &heap->layout, base, (uint8_t*)heap->d_heap, pages, shift, slots, o.probe_limit, o.refill_min);
   heap->view.room_fill = o.room_fill;
-  heap->view.class_slots = o.class_slots < slots ? o.class_slots : slots;
   if (tm != NULL) {
     const cudaError_t c = cudaStreamCreateWithFlags(&heap->side, cudaStreamNonBlocking);
     if (c != cudaSuccess) {

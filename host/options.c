@@ -8,8 +8,6 @@
  *                        slot's refill instead of searching on
  *   GPUHEAP_ROOM_FILL    estimated fill (percent) from which a request looks
  *                        for room in the whole heap before opening a page
- *   GPUHEAP_CLASS_SLOTS  hint slots a size class starts with; a class gets
- *                        more (up to GPUHEAP_SLOTS) as its slots refill
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +19,7 @@
   X(slots, "GPUHEAP_SLOTS", 0u, "hint slots per class (0: min(SMs, 64); CPU 8)") \
   X(probe_limit, "GPUHEAP_PROBE_LIMIT", 8u, "random steps before the sweep")        \
   X(refill_min, "GPUHEAP_REFILL_MIN", 2048u, "chunks per page from which a class waits for a refill") \
-  X(room_fill, "GPUHEAP_ROOM_FILL", 100u, "estimated fill (%) from which a new page waits for a whole-heap room search (100: off)") \
-  X(class_slots, "GPUHEAP_CLASS_SLOTS", 4u, "hint slots a size class starts with (more as they refill)")
+  X(room_fill, "GPUHEAP_ROOM_FILL", 100u, "estimated fill (%) from which a new page waits for a whole-heap room search (100: off)")
 
 void gh_heap_options_init(gh_heap_options_t* opts) {
   if (opts == NULL) return;
@@ -48,7 +45,6 @@ int _gh_options_resolve(const gh_heap_options_t* in, size_t bytes, gh_heap_optio
   if (out->probe_limit == 0) out->probe_limit = 8u;
   if (out->refill_min == 0) out->refill_min = 2048u;
   if (out->room_fill == 0) out->room_fill = 100u;
-  if (out->class_slots == 0) out->class_slots = 4u;
   if (out->room_fill > 100u) return _gh_error(GH_ERR_INVAL, "room_fill %u: a percentage", out->room_fill);
   if (out->page_bytes < (1u << GH_MIN_PAGE_SHIFT) || out->page_bytes > (1u << GH_MAX_PAGE_SHIFT) ||
       (out->page_bytes & (out->page_bytes - 1u)))

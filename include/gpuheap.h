@@ -64,8 +64,6 @@ typedef struct gh_heap_options_s {
                             100, off; lower trades throughput for memory: README) */
   uint32_t refill_min;   /* classes with at least this many chunks per page wait for their
                             slot's refill; the others search on (0 = default, 2048) */
-  uint32_t class_slots;  /* hint slots a size class starts with; it gets more as they refill,
-                            up to `slots` (0 = default, 4; `slots` or more: all from the start) */
   int device;            /* CUDA device ordinal; -1 = the current device */
 } gh_heap_options_t;
 

@@ -55,7 +55,6 @@ int gh_cpu_heap_create(gh_cpu_heap_t** out, size_t bytes, const gh_heap_options_
   heap->h = (gh_dheap_t*)heap->meta;
   gh_layout_header(heap->h, &heap->layout, heap->data, heap->meta, pages, shift, slots, o.probe_limit, o.refill_min);
   heap->h->room_fill = o.room_fill;
-  heap->h->class_slots = o.class_slots < slots ? o.class_slots : slots;
   clear_metadata(heap);
   *out = heap;
   return GH_OK;

@@ -54,20 +54,9 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
   const bool wait = h->classes[cls].per_page >= h->refill_min;
   hs->refiller = false;
   hs->old = GH_NO_PAGE;
-  hs->slot = slot;
   for (uint32_t i = 0;; i++) {
     uint32_t p = gh_atomic_load_acquire(s);
     hs->seen = p;
-    if (p == GH_NO_PAGE && hs->slot >= h->class_slots) {
-      /* A slot with no page, perhaps beyond the class's width: use the
-       * slot the width sends it to (one that is in use, or about to be). */
-      const uint32_t w = gh_class_width(h, cls);
-      if (hs->slot >= w) {
-        hs->slot %= w;
-        s = gh_hint_slot(h, cls, hs->slot);
-        continue;
-      }
-    }
     if (p == GH_REFILL) {
       if (!wait || i >= GH_REFILL_WAIT) return 0; /* the next sources, alone */
       gh_backoff(i);
@@ -93,7 +82,7 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
 
 /* Reserve on a page of the room bitmap's word w; stale bits are cleared.
  * Model `room_grant` (with gh_grant_from_room). */
-GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32_t w, uint32_t n,
+GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t w, uint32_t n,
                                        gh_hint_t* hs, gh_grant_t* g, uint32_t r) {
   uint32_t v = gh_atomic_load_relaxed(gh_room_word(h, cls, w));
   while (v) {
@@ -108,8 +97,8 @@ GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32
     }
     gh_grant_set(h, g, p, cls, k, used);
     if (hs->refiller && used + k < h->classes[cls].per_page && gh_page_pin(h, p, cls)) {
-      gh_atomic_store_relaxed(&h->xstate[p], gh_state_chunk(cls, hs->slot)); /* the slot that holds it now */
-      gh_hint_install(h, cls, hs, p);
+      gh_atomic_store_relaxed(&h->xstate[p], gh_state_chunk(cls, slot)); /* the slot that holds it now */
+      gh_hint_install(h, cls, slot, hs, p);
     }
     return k;
   }
@@ -161,7 +150,7 @@ GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32
       while (sv[j]) {
         const uint32_t bit = gh_set_bit_from(sv[j], r >> 8);
         sv[j] &= ~(1u << bit);
-        const uint32_t k = gh_grant_from_room_word(h, cls, (sw[j] << 5) + bit, n, hs, g, r >> 16);
+        const uint32_t k = gh_grant_from_room_word(h, cls, slot, (sw[j] << 5) + bit, n, hs, g, r >> 16);
         if (k) return k;
       }
     }
@@ -182,15 +171,15 @@ GH_FN bool gh_pages_scarce(const gh_dheap_t* h, gh_rng_t* rng) {
 /* A freshly claimed page p: format it with a reservation of n chunks. If
  * chunks are left over, the refiller pins it and installs it; anyone else
  * marks it in the room bitmap, where others will find it. Model `new_page`. */
-GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t n,
+GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t slot, uint32_t n,
                                       gh_hint_t* hs, gh_grant_t* g) {
   const uint32_t per_page = h->classes[cls].per_page;
   const uint32_t k = n < per_page ? n : per_page;
   const bool pin = k < per_page && hs->refiller;
-  gh_page_format(h, p, cls, hs->slot, k, pin);
+  gh_page_format(h, p, cls, slot, k, pin);
   gh_grant_set(h, g, p, cls, k, 0);
   if (pin)
-    gh_hint_install(h, cls, hs, p);
+    gh_hint_install(h, cls, slot, hs, p);
   else if (k < per_page)
     gh_room_set(h, cls, p);
   return k;
@@ -258,7 +247,7 @@ GH_FN_SLOW uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t sl
       case GH_SRC_HINT:
         /* Whole pages for requests that fill them: no need to share. */
         if (n >= h->classes[cls].per_page && (p = gh_page_claim_one(h, slot, false, rng, probes)) != GH_NO_PAGE)
-          return gh_grant_from_new_page(h, p, cls, n, &s->hs, g);
+          return gh_grant_from_new_page(h, p, cls, slot, n, &s->hs, g);
         k = gh_grant_from_hint(h, cls, slot, n, &s->hs, g);
         break;
       case GH_SRC_ROOM:
@@ -285,14 +274,14 @@ GH_FN_SLOW uint32_t gh_grant_next(const gh_dheap_t* h, uint32_t cls, uint32_t sl
         /* fall through */
       case GH_SRC_SWEEP:
         p = gh_page_claim_one(h, slot, src != GH_SRC_NEW, rng, probes);
-        if (p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, n, &s->hs, g);
+        if (p != GH_NO_PAGE) k = gh_grant_from_new_page(h, p, cls, slot, n, &s->hs, g);
         break;
       default: /* GH_SRC_CLASS, GH_SRC_CLASS_ALL, GH_SRC_AGAIN_ALL */
         k = gh_grant_from_class_page(h, cls, n, rng, src != GH_SRC_CLASS, g, probes);
         break;
     }
     if (src == GH_SRC_HINT || !k) s->src = src + 1u; /* the hint is asked once; others while they give */
-    if (s->src == GH_SRC_DONE) gh_hint_abandon(h, cls, &s->hs);
+    if (s->src == GH_SRC_DONE) gh_hint_abandon(h, cls, slot, &s->hs);
     if (k) return k;
   }
   return 0;
@@ -317,9 +306,9 @@ GH_FN void* gh_lane_malloc(const gh_dheap_t* h, size_t size, uint32_t slot, gh_r
   }
   const uint32_t cls = gh_size_to_class((uint32_t)size);
   gh_grant_t g;
-  gh_search_t s = {GH_SRC_HINT, {GH_NO_PAGE, GH_NO_PAGE, false, slot}};
+  gh_search_t s = {GH_SRC_HINT, {GH_NO_PAGE, GH_NO_PAGE, false}};
   const uint32_t k = gh_grant_next(h, cls, slot, 1, &s, GH_SRC_DONE, rng, &g, probes);
-  if (s.hs.refiller) gh_hint_abandon(h, cls, &s.hs); /* served before a new page was needed */
+  if (s.hs.refiller) gh_hint_abandon(h, cls, slot, &s.hs); /* served before a new page was needed */
   if (!k) return NULL;
   const uint32_t bit = gh_chunks_take(h, g.page, &h->classes[cls], &g.left, &g.cursor, &g.seen);
   return gh_chunk_ptr(h, g.page, cls, g.cursor * 32u + gh_ctz(bit));

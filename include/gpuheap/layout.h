@@ -5,8 +5,7 @@
  * One metadata block holds, in order: the gh_dheap_t header, the page bitmap,
  * xstate, xcount, the chunk bitmaps, the room bitmaps and their summaries,
  * the hint slots (page
- * hints per class, then frame hints), the refill counts per class and the
- * error counters,
+ * hints per class, then frame hints) and the error counters,
  * each 256-byte aligned. All of it starts zero except the hint slots, which
  * start as GH_NO_PAGE (all bytes 0xFF).
  */
@@ -16,7 +15,7 @@
 #include "sizeclass.h"
 
 typedef struct gh_layout_s {
-  size_t pages_off, state_off, count_off, chunks_off, room_off, roomsum_off, hints_off, grow_off, errors_off;
+  size_t pages_off, state_off, count_off, chunks_off, room_off, roomsum_off, hints_off, errors_off;
   size_t hints_bytes;
   size_t total;
 } gh_layout_t;
@@ -40,8 +39,6 @@ GH_HD void gh_layout_compute(gh_layout_t* L, uint32_t n_pages, uint32_t page_shi
   L->hints_off = at;
   L->hints_bytes = ((size_t)n_classes + 1u) * n_slots * 4u; /* page hints, then frame hints */
   at = gh_align_up(at + L->hints_bytes, 256);
-  L->grow_off = at;
-  at = gh_align_up(at + (size_t)n_classes * 4u, 256);
   L->errors_off = at;
   L->total = gh_align_up(at + GH_ERRC_COUNT * 8u, 256);
 }
@@ -69,8 +66,6 @@ GH_HD void gh_layout_header(gh_dheap_t* h, const gh_layout_t* L, uint8_t* base, 
   h->xroomsum = (uint32_t*)(meta + L->roomsum_off);
   h->n_sum = (h->n_words + 31u) / 32u;
   h->refill_min = refill_min;
-  h->class_slots = n_slots;
-  h->xgrow = (uint32_t*)(meta + L->grow_off);
   h->xerrors = (uint64_t*)(meta + L->errors_off);
 }
 

@@ -202,40 +202,24 @@ typedef struct gh_hint_s {
   uint32_t seen;
   uint32_t old;
   bool refiller;
-  uint32_t slot; /* the slot used: the caller's, or where the class's width sent it */
 } gh_hint_t;
-
-/* The hint slots class cls uses now (see xgrow in types.h). */
-GH_FN uint32_t gh_class_width(const gh_dheap_t* h, uint32_t cls) {
-  const uint32_t q = h->class_slots + gh_atomic_load_relaxed(&h->xgrow[cls]) / GH_SLOT_GROW;
-  const uint32_t w = 1u << gh_log2_floor(q);
-  return w < h->n_slots ? w : h->n_slots;
-}
-
-/* A refill of one of the class's slots: counted while the class has fewer
- * than all of them, so a class in demand stops counting (no shared counter
- * on any path once it is wide). */
-GH_FN void gh_class_refilled(const gh_dheap_t* h, uint32_t cls) {
-  if (gh_class_width(h, cls) < h->n_slots) gh_atomic_add_relaxed(&h->xgrow[cls], 1u);
-}
 
 /* Put pinned page p_new in the slot: model `install`. Only the slot's
  * refiller changes a slot from GH_REFILL, so this is a store; the refiller
  * owns the pin of the page it took out and drops it. */
-GH_FN void gh_hint_install(const gh_dheap_t* h, uint32_t cls, gh_hint_t* hs, uint32_t p_new) {
-  gh_assert_internal(hs->refiller && gh_atomic_load_relaxed(gh_hint_slot(h, cls, hs->slot)) == GH_REFILL);
-  gh_atomic_store_release(gh_hint_slot(h, cls, hs->slot), p_new);
+GH_FN void gh_hint_install(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_hint_t* hs, uint32_t p_new) {
+  gh_assert_internal(hs->refiller && gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot)) == GH_REFILL);
+  gh_atomic_store_release(gh_hint_slot(h, cls, slot), p_new);
   if (hs->old != GH_NO_PAGE) gh_page_unpin(h, hs->old);
   hs->refiller = false;
   hs->seen = p_new;
-  gh_class_refilled(h, cls);
 }
 
 /* A refiller that found no page to install gives the slot up: model
  * `abandon`. */
-GH_FN void gh_hint_abandon(const gh_dheap_t* h, uint32_t cls, gh_hint_t* hs) {
+GH_FN void gh_hint_abandon(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_hint_t* hs) {
   if (!hs->refiller) return;
-  gh_atomic_store_release(gh_hint_slot(h, cls, hs->slot), GH_NO_PAGE);
+  gh_atomic_store_release(gh_hint_slot(h, cls, slot), GH_NO_PAGE);
   if (hs->old != GH_NO_PAGE) gh_page_unpin(h, hs->old);
   hs->refiller = false;
   hs->seen = GH_NO_PAGE;

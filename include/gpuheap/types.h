@@ -31,13 +31,6 @@
  *   xroomsum[c*n_sum + w/32]  per class, bit w%32: room word w is probably
  *                 not zero (one bit per 1024 pages), so the search for room
  *                 reads a summary word first.
- *   xgrow[c]      refills of class c's hint slots (installs), counted
- *                 until the class uses all n_slots: its width, the slots it
- *                 uses, is min(n_slots, 2^floor(log2(class_slots +
- *                 xgrow / GH_SLOT_GROW))). A thread whose slot s is beyond
- *                 the width, and holds no page, uses slot s % width: a
- *                 class that few threads ask for keeps a page or two, not
- *                 one per slot, and one in demand spreads over all slots.
  *   xfhints[s]    per slot, the page-bitmap word its last new page came from:
  *                 new pages are taken next to it, so pages in use cluster in
  *                 few words (frames, with 64 KiB pages) and whole free words
@@ -73,7 +66,6 @@
 #define GH_REFILL 0xFFFFFFFEu         /* a hint slot being refilled by one thread */
 #define GH_REFILL_WAIT 24u            /* re-reads of a REFILL slot before searching alone */
 #define GH_MAX_SLOTS (1u << 16)
-#define GH_SLOT_GROW 4u               /* refills of a class's slots per extra slot it gets */
 
 /* xstate encodings. */
 #define GH_STATE_FREE 0u
@@ -128,8 +120,6 @@ typedef struct gh_dheap_s {
   uint32_t n_sum;         /* ceil(n_words / 32) */
   uint32_t refill_min;    /* classes with fewer chunks per page do not wait for a refill */
   uint32_t room_fill;     /* estimated fill (%) from which a new page waits for a whole-heap room search; 100: off */
-  uint32_t class_slots;   /* hint slots a class starts with (1..n_slots); it gets more as they refill */
-  uint32_t* xgrow;        /* [n_classes]: refills of the class's slots, counted until it has all n_slots */
   uint64_t* xerrors;      /* [GH_ERRC_COUNT] */
   gh_class_t classes[GH_MAX_CLASSES];
 } gh_dheap_t;

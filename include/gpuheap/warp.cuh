@@ -214,7 +214,7 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
   if (key < GH_KEY_PAGE) {
     const uint32_t leader = __ffs(peers) - 1u;
     uint32_t need = peers;
-    gh_search_t s = {GH_SRC_HINT, {GH_NO_PAGE, GH_NO_PAGE, false, slot}};
+    gh_search_t s = {GH_SRC_HINT, {GH_NO_PAGE, GH_NO_PAGE, false}};
     gh_grant_t g;
     for (;;) {
       uint32_t k = 0;
@@ -232,9 +232,9 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
       if (c) ptr = c;
       if (!need) break;
     }
-    if (lane == leader && s.hs.refiller) gh_hint_abandon(h, cls, &s.hs);
+    if (lane == leader && s.hs.refiller) gh_hint_abandon(h, cls, slot, &s.hs);
     if (need & (1u << lane)) {
-      gh_search_t ls = {GH_SRC_CLASS, {GH_NO_PAGE, GH_NO_PAGE, false, slot}};
+      gh_search_t ls = {GH_SRC_CLASS, {GH_NO_PAGE, GH_NO_PAGE, false}};
       if (gh_grant_next(h, cls, slot, 1, &ls, GH_SRC_DONE, &rng, &g, &probes)) {
         const uint32_t bit = gh_chunks_take(h, g.page, &h->classes[cls], &g.left, &g.cursor, &g.seen);
         ptr = gh_chunk_ptr(h, g.page, cls, g.cursor * 32u + gh_ctz(bit));

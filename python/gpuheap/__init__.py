@@ -257,7 +257,7 @@ def _uint(value, what, lo, hi):
     return value
 
 
-_HEAP_KEYS = ("page_bytes", "slots", "probe_limit", "room_fill", "refill_min", "class_slots")
+_HEAP_KEYS = ("page_bytes", "slots", "probe_limit", "room_fill", "refill_min")
 
 
 def validate_options(device=None, backend=None, device_budget=None, device_reserve=None, host_budget=None,
@@ -296,7 +296,7 @@ def validate_options(device=None, backend=None, device_budget=None, device_reser
             if pb & (pb - 1) or not (4096 <= pb <= 65536):
                 raise Error(ERR_INVAL, f"heap.page_bytes: {pb} is not a power of two in 4096..65536", "options")
             h["page_bytes"] = pb
-        for k in _HEAP_KEYS[1:]:
+        for k in ("slots", "probe_limit", "room_fill", "refill_min"):
             if heap.get(k) is not None:
                 h[k] = _uint(heap[k], "heap." + k, 0, (1 << 32) - 1)
         out["heap"] = h
@@ -391,8 +391,7 @@ class Manager:
     Options (see validate_options; None = the library's default): device,
     backend ("default", "cuda_vmm", "sim"), device_budget, device_reserve,
     host_budget, va_bytes, low_watermark, high_watermark, heap_bytes,
-    heap_max_bytes, heap (dict: page_bytes, slots, probe_limit, room_fill, refill_min,
-    class_slots),
+    heap_max_bytes, heap (dict: page_bytes, slots, probe_limit, room_fill, refill_min),
     host_pool_frames, grow_on_demand (reserved: the library refuses it for
     now). Sizes take ints or "512MiB"-style strings.
 

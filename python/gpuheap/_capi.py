@@ -40,7 +40,6 @@ class HeapOptions(ctypes.Structure):
         ("probe_limit", c_uint32),
         ("room_fill", c_uint32),
         ("refill_min", c_uint32),
-        ("class_slots", c_uint32),
         ("device", c_int),
     ]
 

@@ -12,7 +12,6 @@ static gh_cpu_heap_t* new_heap(uint32_t pages, uint32_t page_bytes) {
   gh_heap_options_init(&o);
   o.page_bytes = page_bytes;
   o.slots = 4;
-  o.class_slots = 4; /* every slot in use from the start (test_class_width: fewer) */
   gh_cpu_heap_t* heap = NULL;
   const int err = gh_cpu_heap_create(&heap, (size_t)pages * page_bytes, &o);
   CHECK(err == GH_OK && heap != NULL);
@@ -70,7 +69,7 @@ static void test_transitions(void) {
   CHECK(gh_grant_from_hint(h, cls, 1, 1, &hs, &hg) == 0 && hs.refiller && hs.old == GH_NO_PAGE);
   CHECK(*gh_hint_slot(h, cls, 1) == GH_REFILL);
   CHECK(gh_pages_claim(h, 0, 1u << 7) == (1u << 7));
-  CHECK(gh_grant_from_new_page(h, 7, cls, 1, &hs, &hg) == 1 && !hs.refiller && hs.seen == 7);
+  CHECK(gh_grant_from_new_page(h, 7, cls, 1, 1, &hs, &hg) == 1 && !hs.refiller && hs.seen == 7);
   CHECK(*gh_hint_slot(h, cls, 1) == 7);
   CHECK(gh_atomic_load_relaxed(&h->xcount[7]) == (GH_COUNT_OPEN | GH_COUNT_PINNED | gh_count_class(cls) | 1u));
   CHECK(gh_chunks_take(h, 7, &h->classes[cls], &hg.left, &hg.cursor, &hg.seen) == 1u);
@@ -86,7 +85,7 @@ static void test_transitions(void) {
   CHECK(gh_grant_from_hint(h, cls, 1, 1, &other, &hg) == 0 && !other.refiller && other.seen == GH_REFILL);
   /* The refiller installs page 8; page 7 loses its pin, and closes once emptied. */
   CHECK(gh_pages_claim(h, 0, 1u << 8) == (1u << 8));
-  CHECK(gh_grant_from_new_page(h, 8, cls, 1, &hs, &hg) == 1 && *gh_hint_slot(h, cls, 1) == 8);
+  CHECK(gh_grant_from_new_page(h, 8, cls, 1, 1, &hs, &hg) == 1 && *gh_hint_slot(h, cls, 1) == 8);
   CHECK(gh_atomic_load_relaxed(&h->xcount[7]) == (GH_COUNT_OPEN | gh_count_class(cls) | per));
   for (uint32_t w = 0; w < h->classes[cls].words; w++)
     gh_page_unreserve(h, 7, gh_popc(gh_chunks_release(h, 7, w, 0xFFFFFFFFu)));
@@ -96,7 +95,7 @@ static void test_transitions(void) {
   gh_chunks_take(h, 8, &h->classes[cls], &hg.left, &hg.cursor, &hg.seen);
   CHECK(gh_grant_from_hint(h, cls, 1, per, &hs, &hg) == per - 1 && hs.refiller && hs.old == 8);
   gh_page_unreserve(h, 8, per - 1); /* give the grant back untaken */
-  gh_hint_abandon(h, cls, &hs);
+  gh_hint_abandon(h, cls, 1, &hs);
   CHECK(*gh_hint_slot(h, cls, 1) == GH_NO_PAGE && !hs.refiller);
   CHECK(gh_atomic_load_relaxed(&h->xcount[8]) == (GH_COUNT_OPEN | gh_count_class(cls) | 1u));
   /* Stealing takes an empty pinned page out of its slot. */
@@ -105,7 +104,7 @@ static void test_transitions(void) {
   CHECK(page_settled_free(h, 8));
   CHECK(gh_grant_from_hint(h, cls, 2, 1, &hs, &hg) == 0 && hs.refiller);
   CHECK(gh_pages_claim(h, 0, 1u << 9) == (1u << 9));
-  gh_grant_from_new_page(h, 9, cls, 1, &hs, &hg);
+  gh_grant_from_new_page(h, 9, cls, 2, 1, &hs, &hg);
   CHECK(gh_steal_pinned(h) == 0); /* page 9 has a chunk */
   gh_page_unreserve(h, 9, 1);     /* (reserved, never taken) */
   CHECK(gh_steal_pinned(h) == 1);
@@ -133,50 +132,6 @@ static void test_transitions(void) {
   CHECK(gh_steal_pinned(h) == 0);
   CHECK(*gh_hint_slot(h, 0, L) == 12);
   CHECK(gh_atomic_load_relaxed(&h->xcount[12]) == (GH_COUNT_OPEN | GH_COUNT_PINNED));
-  gh_cpu_heap_destroy(heap);
-}
-
-/* A class's width: the hint slots it uses. It starts at class_slots; a
- * thread whose slot is beyond it and empty uses slot % width; refills widen
- * it (one slot per GH_SLOT_GROW installs, in powers of two) up to all slots,
- * after which nothing more is counted. */
-static void test_class_width(void) {
-  gh_heap_options_t o;
-  gh_heap_options_init(&o);
-  o.page_bytes = 4096;
-  o.slots = 8;
-  o.class_slots = 1;
-  gh_cpu_heap_t* heap = NULL;
-  CHECK(gh_cpu_heap_create(&heap, (size_t)64 * 4096, &o) == GH_OK);
-  const gh_dheap_t* h = gh_cpu_heap_core(heap);
-  const uint32_t cls = gh_size_to_class(64);
-  CHECK(h->class_slots == 1 && gh_class_width(h, cls) == 1);
-  gh_grant_t g;
-  gh_hint_t hs;
-  /* Slot 5 is beyond the width: its first user refills slot 0 instead. */
-  CHECK(gh_grant_from_hint(h, cls, 5, 1, &hs, &g) == 0 && hs.refiller && hs.slot == 0);
-  CHECK(*gh_hint_slot(h, cls, 0) == GH_REFILL && *gh_hint_slot(h, cls, 5) == GH_NO_PAGE);
-  CHECK(gh_pages_claim(h, 0, 1u << 3) == (1u << 3));
-  CHECK(gh_grant_from_new_page(h, 3, cls, 1, &hs, &g) == 1 && *gh_hint_slot(h, cls, 0) == 3);
-  CHECK(gh_state_slot(gh_atomic_load_relaxed(&h->xstate[3])) == 0); /* pinned for the slot that holds it */
-  CHECK(gh_atomic_load_relaxed(&h->xgrow[cls]) == 1);
-  /* Others beyond the width share that page. */
-  CHECK(gh_grant_from_hint(h, cls, 7, 2, &hs, &g) == 2 && !hs.refiller && hs.slot == 0 && g.page == 3);
-  /* Three more refills: width 2, and slot 5 now maps to slot 1. */
-  for (int i = 0; i < 3; i++) gh_class_refilled(h, cls);
-  CHECK(gh_class_width(h, cls) == 2);
-  CHECK(gh_grant_from_hint(h, cls, 5, 1, &hs, &g) == 0 && hs.refiller && hs.slot == 1);
-  gh_hint_abandon(h, cls, &hs);
-  CHECK(*gh_hint_slot(h, cls, 1) == GH_NO_PAGE && *gh_hint_slot(h, cls, 5) == GH_NO_PAGE);
-  /* Other classes keep their own width. */
-  CHECK(gh_class_width(h, cls + 1) == 1);
-  /* Up to all slots; then the count stops (1 + 28 / 4 = 8). */
-  for (int i = 0; i < 1000; i++) gh_class_refilled(h, cls);
-  CHECK(gh_class_width(h, cls) == 8 && gh_atomic_load_relaxed(&h->xgrow[cls]) == 28);
-  CHECK(gh_grant_from_hint(h, cls, 5, 1, &hs, &g) == 0 && hs.refiller && hs.slot == 5);
-  gh_hint_abandon(h, cls, &hs);
-  /* A reset starts every class narrow again. */
-  CHECK(gh_cpu_heap_reset(heap) == GH_OK && gh_class_width(h, cls) == 1);
   gh_cpu_heap_destroy(heap);
 }
 
@@ -288,7 +243,6 @@ static void test_race(uint32_t threads) {
 
 int main(void) {
   test_transitions();
-  test_class_width();
   test_frame_runs();
   test_race(2);
   test_race(8);
