@@ -116,21 +116,14 @@ GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32
  * pages). Blocks of GH_ROOM_BLOCK summary words are loaded at once: first
  * the block over the slot's frame hint (where the slot's pages cluster),
  * then random blocks, probe_limit / 4 blocks in all (a longer search cost
- * more time than the pages it found saved: bench/NOTES.md, visit 7). Before
- * the blocks, the class's room word (xroomw): the pages others opened last.
- * A refiller installs the page it finds as the slot's hint. `all`: every
- * block, in order from the hint's. Model `room_grant` (search abstracted). */
+ * more time than the pages it found saved: bench/NOTES.md, visit 7). A refiller installs the
+ * page it finds as the slot's hint. `all`: every block, in order from the
+ * hint's. Model `room_grant` (search abstracted). */
 GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_rng_t* rng, gh_grant_t* g, uint32_t* probes, bool all) {
   const uint32_t* sum = h->xroomsum + (size_t)cls * h->n_sum;
   const uint32_t blocks = (h->n_sum + GH_ROOM_BLOCK - 1u) / GH_ROOM_BLOCK;
   const uint32_t hint = gh_atomic_load_relaxed(&h->xfhints[slot]);
-  const uint32_t rw = gh_atomic_load_relaxed(&h->xroomw[cls]);
-  if (rw < h->n_words) {
-    (*probes)++;
-    const uint32_t k = gh_grant_from_room_word(h, cls, slot, rw, n, hs, g, gh_rng_next(rng));
-    if (k) return k;
-  }
   uint32_t b = hint < h->n_words ? (hint >> 5) / GH_ROOM_BLOCK : gh_rng_below(rng, blocks);
   uint32_t tries = all ? blocks : (h->probe_limit / 4u ? h->probe_limit / 4u : 1u);
   if (tries > blocks) tries = blocks;
@@ -185,13 +178,10 @@ GH_FN uint32_t gh_grant_from_new_page(const gh_dheap_t* h, uint32_t p, uint32_t 
   const bool pin = k < per_page && hs->refiller;
   gh_page_format(h, p, cls, slot, k, pin);
   gh_grant_set(h, g, p, cls, k, 0);
-  if (pin) {
+  if (pin)
     gh_hint_install(h, cls, slot, hs, p);
-  } else if (k < per_page) {
+  else if (k < per_page)
     gh_room_set(h, cls, p);
-    /* Where others of the class look first (gh_grant_from_room). */
-    if (gh_atomic_load_relaxed(&h->xroomw[cls]) != p >> 5) gh_atomic_store_relaxed(&h->xroomw[cls], p >> 5);
-  }
   return k;
 }
 

@@ -5,7 +5,7 @@
  * One metadata block holds, in order: the gh_dheap_t header, the page bitmap,
  * xstate, xcount, the chunk bitmaps, the room bitmaps and their summaries,
  * the hint slots (page
- * hints per class, frame hints, room words per class) and the error counters,
+ * hints per class, then frame hints) and the error counters,
  * each 256-byte aligned. All of it starts zero except the hint slots, which
  * start as GH_NO_PAGE (all bytes 0xFF).
  */
@@ -37,8 +37,7 @@ GH_HD void gh_layout_compute(gh_layout_t* L, uint32_t n_pages, uint32_t page_shi
   L->roomsum_off = at;
   at = gh_align_up(at + (size_t)n_classes * ((n_pages / 32u + 31u) / 32u) * 4u, 256);
   L->hints_off = at;
-  /* page hints, frame hints, then a room word per class */
-  L->hints_bytes = (((size_t)n_classes + 1u) * n_slots + n_classes) * 4u;
+  L->hints_bytes = ((size_t)n_classes + 1u) * n_slots * 4u; /* page hints, then frame hints */
   at = gh_align_up(at + L->hints_bytes, 256);
   L->errors_off = at;
   L->total = gh_align_up(at + GH_ERRC_COUNT * 8u, 256);
@@ -63,7 +62,6 @@ GH_HD void gh_layout_header(gh_dheap_t* h, const gh_layout_t* L, uint8_t* base, 
   h->xchunks = (uint32_t*)(meta + L->chunks_off);
   h->xhints = (uint32_t*)(meta + L->hints_off);
   h->xfhints = h->xhints + (size_t)h->n_classes * n_slots;
-  h->xroomw = h->xfhints + n_slots;
   h->xroom = (uint32_t*)(meta + L->room_off);
   h->xroomsum = (uint32_t*)(meta + L->roomsum_off);
   h->n_sum = (h->n_words + 31u) / 32u;

@@ -31,12 +31,6 @@
  *   xroomsum[c*n_sum + w/32]  per class, bit w%32: room word w is probably
  *                 not zero (one bit per 1024 pages), so the search for room
  *                 reads a summary word first.
- *   xroomw[c]     the room word (p/32) of the last page of class c that a
- *                 thread formatted and could not keep as a hint (GH_NO_PAGE:
- *                 none yet): where threads that find their slot being
- *                 refilled, or full, look for room first, so that they
- *                 share the pages they open instead of each opening one.
- *                 A hint only, like xroom.
  *   xfhints[s]    per slot, the page-bitmap word its last new page came from:
  *                 new pages are taken next to it, so pages in use cluster in
  *                 few words (frames, with 64 KiB pages) and whole free words
@@ -121,7 +115,6 @@ typedef struct gh_dheap_s {
   uint32_t* xchunks;
   uint32_t* xhints;
   uint32_t* xfhints;      /* [n_slots] */
-  uint32_t* xroomw;       /* [n_classes] */
   uint32_t* xroom;        /* [n_classes * n_words] */
   uint32_t* xroomsum;     /* [n_classes * n_sum] */
   uint32_t n_sum;         /* ceil(n_words / 32) */

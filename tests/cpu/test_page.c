@@ -135,33 +135,6 @@ static void test_transitions(void) {
   gh_cpu_heap_destroy(heap);
 }
 
-/* A page formatted by a thread that cannot keep it as a hint goes to the
- * room bitmap and becomes its class's room word (xroomw), which the room
- * search reads before any summary block: found even where the blocks would
- * miss it (here: its summary bit cleared). */
-static void test_room_word(void) {
-  gh_cpu_heap_t* heap = new_heap(64, 4096);
-  const gh_dheap_t* h = gh_cpu_heap_core(heap);
-  const uint32_t cls = gh_size_to_class(64);
-  CHECK(gh_atomic_load_relaxed(&h->xroomw[cls]) == GH_NO_PAGE);
-  gh_hint_t hs = {GH_NO_PAGE, GH_NO_PAGE, false};
-  gh_grant_t g;
-  CHECK(gh_pages_claim(h, 1, 1u << 3) == (1u << 3)); /* page 35 */
-  CHECK(gh_grant_from_new_page(h, 35, cls, 0, 1, &hs, &g) == 1);
-  CHECK(gh_atomic_load_relaxed(&h->xroomw[cls]) == 1u);
-  CHECK(gh_atomic_load_relaxed(&h->xroomw[cls + 1]) == GH_NO_PAGE);
-  gh_atomic_and_relaxed(gh_roomsum_word(h, cls, 1), 0u);
-  gh_rng_t rng = gh_rng_seed(1, 2);
-  uint32_t probes = 0;
-  CHECK(gh_grant_from_room(h, cls, 0, 2, &hs, &rng, &g, &probes, false) == 2 && g.page == 35);
-  CHECK((gh_atomic_load_relaxed(&h->xcount[35]) & GH_COUNT_USED_MASK) == 3u);
-  /* A stale room word (the page gone) costs a probe and finds nothing. */
-  gh_page_unreserve(h, 35, 3);
-  CHECK(page_settled_free(h, 35));
-  CHECK(gh_grant_from_room(h, cls, 0, 1, &hs, &rng, &g, &probes, false) == 0);
-  gh_cpu_heap_destroy(heap);
-}
-
 /* Runs of a frame or more start at a frame boundary (first fit), and fall
  * back to any run of free pages where no boundary has room. 64 KiB pages:
  * a frame is 32 pages, one bitmap word. */
@@ -270,7 +243,6 @@ static void test_race(uint32_t threads) {
 
 int main(void) {
   test_transitions();
-  test_room_word();
   test_frame_runs();
   test_race(2);
   test_race(8);
