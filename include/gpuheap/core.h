@@ -105,7 +105,7 @@ GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32
   /* A zero room word behind a set summary bit: clear the bit (and re-check). */
   uint32_t* sw = gh_roomsum_word(h, cls, w);
   gh_atomic_and_relaxed(sw, ~(1u << (w & 31u)));
-  if (gh_atomic_load_relaxed(gh_room_word(h, cls, w)) != 0u) gh_atomic_or_relaxed(sw, 1u << (w & 31u));
+  if (gh_atomic_load_relaxed(gh_room_word(h, cls, w)) != 0u) gh_roomsum_set(h, cls, w);
   return 0;
 }
 
