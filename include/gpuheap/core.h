@@ -105,22 +105,20 @@ GH_FN uint32_t gh_grant_from_room_word(const gh_dheap_t* h, uint32_t cls, uint32
   /* A zero room word behind a set summary bit: clear the bit (and re-check). */
   uint32_t* sw = gh_roomsum_word(h, cls, w);
   gh_atomic_and_relaxed(sw, ~(1u << (w & 31u)));
-  if (gh_atomic_load_relaxed(gh_room_word(h, cls, w)) != 0u) gh_roomsum_set(h, cls, w);
+  if (gh_atomic_load_relaxed(gh_room_word(h, cls, w)) != 0u) gh_atomic_or_relaxed(sw, 1u << (w & 31u));
   return 0;
 }
 
+#define GH_ROOM_BLOCK 8u /* summary words read together: 8 x 1024 pages per round trip */
+
 /* Source 2: a page of the class with room, from the class's room bitmap,
  * read through its summary (one summary word covers 32 room words, 1024
- * pages) and its block bitmap (one bit per block of GH_ROOM_BLOCK summary
- * words). A block's summary words are loaded at once: first the block over
- * the slot's frame hint (where the slot's pages cluster), together with the
- * word of the block bitmap that holds it; then blocks whose bit is set,
- * from a random one on, so that blocks without room cost nothing and a
- * search that finds no bit stops: probe_limit / 4 blocks in all (a longer
- * search cost more time than the pages it found saved: bench/NOTES.md,
- * visits 7 and 17). A refiller installs the page it finds as the slot's
- * hint. `all`: every block, in order from the hint's, bits or not. Model
- * `room_grant` (search abstracted). */
+ * pages). Blocks of GH_ROOM_BLOCK summary words are loaded at once: first
+ * the block over the slot's frame hint (where the slot's pages cluster),
+ * then random blocks, probe_limit / 4 blocks in all (a longer search cost
+ * more time than the pages it found saved: bench/NOTES.md, visit 7). A refiller installs the
+ * page it finds as the slot's hint. `all`: every block, in order from the
+ * hint's. Model `room_grant` (search abstracted). */
 GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
                                   gh_rng_t* rng, gh_grant_t* g, uint32_t* probes, bool all) {
   const uint32_t* sum = h->xroomsum + (size_t)cls * h->n_sum;
@@ -129,20 +127,8 @@ GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32
   uint32_t b = hint < h->n_words ? (hint >> 5) / GH_ROOM_BLOCK : gh_rng_below(rng, blocks);
   uint32_t tries = all ? blocks : (h->probe_limit / 4u ? h->probe_limit / 4u : 1u);
   if (tries > blocks) tries = blocks;
-  uint32_t bw = 0u, bwi = b >> 5; /* a word of the block bitmap (blocks not yet read), and which */
   for (uint32_t i = 0; i < tries; i++) {
-    if (i && all) {
-      b = b + 1u == blocks ? 0u : b + 1u;
-    } else if (i) {
-      if (bw == 0u) {
-        if (h->n_blw == 1u) break; /* no other block has room */
-        bwi = gh_rng_below(rng, h->n_blw);
-        (*probes)++;
-        bw = gh_atomic_load_relaxed(gh_roomblk_word(h, cls, bwi << 5));
-        if (bw == 0u) break;
-      }
-      b = (bwi << 5) + gh_set_bit_from(bw, gh_rng_next(rng));
-    }
+    if (i) b = tries == blocks ? (b + 1u == blocks ? 0u : b + 1u) : gh_rng_below(rng, blocks);
     (*probes)++;
     /* The block's words in an order rotated by r (where this searcher starts
      * in the block; r's higher bits: where in each word). The rotation is
@@ -150,7 +136,6 @@ GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32
      * in registers. */
     const uint32_t r = gh_rng_next(rng);
     uint32_t sv[GH_ROOM_BLOCK], sw[GH_ROOM_BLOCK];
-    if (i == 0u && !all) bw = gh_atomic_load_relaxed(gh_roomblk_word(h, cls, b)); /* with the block's loads */
 #if GH_ON_DEVICE
 #pragma unroll
 #endif
@@ -158,32 +143,15 @@ GH_FN_SLOW uint32_t gh_grant_from_room(const gh_dheap_t* h, uint32_t cls, uint32
       sw[j] = b * GH_ROOM_BLOCK + ((j + r) & (GH_ROOM_BLOCK - 1u));
       sv[j] = sw[j] < h->n_sum ? gh_atomic_load_relaxed(&sum[sw[j]]) : 0u;
     }
-    const bool listed = (b >> 5) == bwi && ((bw >> (b & 31u)) & 1u);
-    if ((b >> 5) == bwi) bw &= ~(1u << (b & 31u));
-    uint32_t any = 0u;
 #if GH_ON_DEVICE
 #pragma unroll
 #endif
     for (uint32_t j = 0; j < GH_ROOM_BLOCK; j++) {
-      any |= sv[j];
       while (sv[j]) {
         const uint32_t bit = gh_set_bit_from(sv[j], r >> 8);
         sv[j] &= ~(1u << bit);
         const uint32_t k = gh_grant_from_room_word(h, cls, slot, (sw[j] << 5) + bit, n, hs, g, r >> 16);
         if (k) return k;
-      }
-    }
-    if (!any && listed) {
-      /* A block with no summary bit behind a set block bit: clear the bit,
-       * then re-check the block (a racing gh_room_set is not lost). */
-      uint32_t* bp = gh_roomblk_word(h, cls, b);
-      gh_atomic_and_relaxed(bp, ~(1u << (b & 31u)));
-      for (uint32_t j = 0; j < GH_ROOM_BLOCK; j++) {
-        const uint32_t w = b * GH_ROOM_BLOCK + j;
-        if (w < h->n_sum && gh_atomic_load_relaxed(&sum[w]) != 0u) {
-          gh_atomic_or_relaxed(bp, 1u << (b & 31u));
-          break;
-        }
       }
     }
   }

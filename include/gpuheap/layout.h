@@ -3,8 +3,7 @@
  * CPU build and the statistics kernel.
  *
  * One metadata block holds, in order: the gh_dheap_t header, the page bitmap,
- * xstate, xcount, the chunk bitmaps, the room bitmaps, their summaries and
- * block bitmaps,
+ * xstate, xcount, the chunk bitmaps, the room bitmaps and their summaries,
  * the hint slots (page
  * hints per class, then frame hints) and the error counters,
  * each 256-byte aligned. All of it starts zero except the hint slots, which
@@ -16,18 +15,12 @@
 #include "sizeclass.h"
 
 typedef struct gh_layout_s {
-  size_t pages_off, state_off, count_off, chunks_off, room_off, roomsum_off, roomblk_off, hints_off, errors_off;
+  size_t pages_off, state_off, count_off, chunks_off, room_off, roomsum_off, hints_off, errors_off;
   size_t hints_bytes;
   size_t total;
 } gh_layout_t;
 
 GH_HD size_t gh_align_up(size_t x, size_t a) { return (x + a - 1u) & ~(a - 1u); }
-
-/* Words of one class's block bitmap (xroomblk) for n_pages pages. */
-GH_HD uint32_t gh_room_blw(uint32_t n_pages) {
-  const uint32_t n_sum = (n_pages / 32u + 31u) / 32u, blocks = (n_sum + GH_ROOM_BLOCK - 1u) / GH_ROOM_BLOCK;
-  return (blocks + 31u) / 32u;
-}
 
 GH_HD void gh_layout_compute(gh_layout_t* L, uint32_t n_pages, uint32_t page_shift, uint32_t n_classes, uint32_t n_slots) {
   size_t at = gh_align_up(sizeof(gh_dheap_t), 256);
@@ -43,8 +36,6 @@ GH_HD void gh_layout_compute(gh_layout_t* L, uint32_t n_pages, uint32_t page_shi
   at = gh_align_up(at + (size_t)n_classes * (n_pages / 32u) * 4u, 256);
   L->roomsum_off = at;
   at = gh_align_up(at + (size_t)n_classes * ((n_pages / 32u + 31u) / 32u) * 4u, 256);
-  L->roomblk_off = at;
-  at = gh_align_up(at + (size_t)n_classes * gh_room_blw(n_pages) * 4u, 256);
   L->hints_off = at;
   L->hints_bytes = ((size_t)n_classes + 1u) * n_slots * 4u; /* page hints, then frame hints */
   at = gh_align_up(at + L->hints_bytes, 256);
@@ -74,8 +65,6 @@ GH_HD void gh_layout_header(gh_dheap_t* h, const gh_layout_t* L, uint8_t* base, 
   h->xroom = (uint32_t*)(meta + L->room_off);
   h->xroomsum = (uint32_t*)(meta + L->roomsum_off);
   h->n_sum = (h->n_words + 31u) / 32u;
-  h->xroomblk = (uint32_t*)(meta + L->roomblk_off);
-  h->n_blw = gh_room_blw(n_pages);
   h->refill_min = refill_min;
   h->xerrors = (uint64_t*)(meta + L->errors_off);
 }

@@ -31,12 +31,6 @@
  *   xroomsum[c*n_sum + w/32]  per class, bit w%32: room word w is probably
  *                 not zero (one bit per 1024 pages), so the search for room
  *                 reads a summary word first.
- *   xroomblk[c*n_blw + b/32]  per class, bit b%32: block b (GH_ROOM_BLOCK
- *                 summary words, 8192 pages) probably has a summary bit set;
- *                 set with the block's first summary bit, cleared by a
- *                 search that finds the block's summary words all zero
- *                 (then re-checked). The search for room skips blocks whose
- *                 bit is clear without reading them.
  *   xfhints[s]    per slot, the page-bitmap word its last new page came from:
  *                 new pages are taken next to it, so pages in use cluster in
  *                 few words (frames, with 64 KiB pages) and whole free words
@@ -72,7 +66,6 @@
 #define GH_REFILL 0xFFFFFFFEu         /* a hint slot being refilled by one thread */
 #define GH_REFILL_WAIT 24u            /* re-reads of a REFILL slot before searching alone */
 #define GH_MAX_SLOTS (1u << 16)
-#define GH_ROOM_BLOCK 8u              /* summary words read together: 8 x 1024 pages per round trip */
 
 /* xstate encodings. */
 #define GH_STATE_FREE 0u
@@ -125,8 +118,6 @@ typedef struct gh_dheap_s {
   uint32_t* xroom;        /* [n_classes * n_words] */
   uint32_t* xroomsum;     /* [n_classes * n_sum] */
   uint32_t n_sum;         /* ceil(n_words / 32) */
-  uint32_t* xroomblk;     /* [n_classes * n_blw] */
-  uint32_t n_blw;         /* ceil(blocks / 32), blocks = ceil(n_sum / GH_ROOM_BLOCK) */
   uint32_t refill_min;    /* classes with fewer chunks per page do not wait for a refill */
   uint32_t room_fill;     /* estimated fill (%) from which a new page waits for a whole-heap room search; 100: off */
   uint64_t* xerrors;      /* [GH_ERRC_COUNT] */

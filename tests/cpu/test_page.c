@@ -135,46 +135,6 @@ static void test_transitions(void) {
   gh_cpu_heap_destroy(heap);
 }
 
-/* The block bitmap over the room summaries: a page with room in a far
- * block is found in one step (the search reads only blocks whose bit is
- * set); a stale bit is cleared by the search that finds the block empty;
- * the exhaustive search reads every block whatever the bits say. */
-static void test_room_blocks(void) {
-  const uint32_t per_block = GH_ROOM_BLOCK * 1024u;
-  gh_cpu_heap_t* heap = new_heap(3u * per_block, 4096); /* three blocks */
-  const gh_dheap_t* h = gh_cpu_heap_core(heap);
-  CHECK(h->n_blw == 1u && h->probe_limit / 4u == 2u);
-  const uint32_t cls = gh_size_to_class(64), p = 2u * per_block + 5u, b = 2u;
-  gh_hint_t hs = {GH_NO_PAGE, GH_NO_PAGE, false};
-  gh_grant_t g;
-  CHECK(gh_atomic_load_relaxed(gh_roomblk_word(h, cls, b)) == 0u);
-  CHECK(gh_pages_claim(h, p >> 5, 1u << (p & 31u)) == 1u << (p & 31u));
-  CHECK(gh_grant_from_new_page(h, p, cls, 0, 1, &hs, &g) == 1); /* unpinned: to the room bitmap */
-  CHECK(gh_atomic_load_relaxed(gh_roomblk_word(h, cls, b)) == 1u << b);
-  gh_atomic_store_relaxed(&h->xfhints[0], 0u); /* the slot's pages are in block 0 */
-  gh_rng_t rng = gh_rng_seed(7, 1);
-  uint32_t probes = 0;
-  for (int i = 0; i < 16; i++) { /* every time: block 0 (empty), then block 2 by its bit */
-    CHECK(gh_grant_from_room(h, cls, 0, 1, &hs, &rng, &g, &probes, false) == 1 && g.page == p);
-    gh_page_unreserve(h, p, 1);
-  }
-  /* No bit, no read: with block 2's bit clear the search stops after block 0. */
-  gh_atomic_and_relaxed(gh_roomblk_word(h, cls, b), 0u);
-  CHECK(gh_grant_from_room(h, cls, 0, 1, &hs, &rng, &g, &probes, false) == 0);
-  CHECK(gh_grant_from_room(h, cls, 0, 1, &hs, &rng, &g, &probes, true) == 1 && g.page == p); /* exhaustive */
-  gh_page_unreserve(h, p, 1);
-  /* The page leaves the room bitmap (here: cleared by hand); the stale block
-   * bit goes with the next search that reads the block. */
-  gh_atomic_or_relaxed(gh_roomblk_word(h, cls, b), 1u << b);
-  gh_room_clear(h, cls, p);
-  CHECK(gh_atomic_load_relaxed(gh_roomblk_word(h, cls, b)) == 1u << b);
-  CHECK(gh_grant_from_room(h, cls, 0, 1, &hs, &rng, &g, &probes, false) == 0);
-  CHECK(gh_atomic_load_relaxed(gh_roomblk_word(h, cls, b)) == 0u);
-  gh_page_unreserve(h, p, 1); /* the first chunk: the page closes */
-  CHECK(page_settled_free(h, p));
-  gh_cpu_heap_destroy(heap);
-}
-
 /* Runs of a frame or more start at a frame boundary (first fit), and fall
  * back to any run of free pages where no boundary has room. 64 KiB pages:
  * a frame is 32 pages, one bitmap word. */
@@ -283,7 +243,6 @@ static void test_race(uint32_t threads) {
 
 int main(void) {
   test_transitions();
-  test_room_blocks();
   test_frame_runs();
   test_race(2);
   test_race(8);

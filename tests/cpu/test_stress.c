@@ -126,21 +126,6 @@ int main(int argc, char** argv) {
   CHECK_EQ_U64(st.runs, 0);
   CHECK_EQ_U64(st.pages_chunk, st.pages_pinned); /* only empty hint pages remain */
   CHECK_EQ_U64(st.double_frees + st.foreign_frees, 0);
-  /* Quiescent, the room hints are a hierarchy: a room word with a bit has
-   * its summary bit, a summary word with a bit has its block bit. */
-  {
-    const gh_dheap_t* h = gh_cpu_heap_core(heap);
-    uint64_t lost = 0;
-    for (uint32_t c = 0; c < h->n_classes; c++) {
-      for (uint32_t w = 0; w < h->n_words; w++)
-        if (h->xroom[(size_t)c * h->n_words + w] && !((h->xroomsum[(size_t)c * h->n_sum + (w >> 5)] >> (w & 31)) & 1u)) lost++;
-      for (uint32_t sw = 0; sw < h->n_sum; sw++) {
-        const uint32_t b = sw / GH_ROOM_BLOCK;
-        if (h->xroomsum[(size_t)c * h->n_sum + sw] && !((h->xroomblk[(size_t)c * h->n_blw + (b >> 5)] >> (b & 31)) & 1u)) lost++;
-      }
-    }
-    CHECK_EQ_U64(lost, 0);
-  }
   /* ...and they are room: the whole heap as one run. */
   {
     const gh_dheap_t* h = gh_cpu_heap_core(heap);
