@@ -76,7 +76,10 @@
  * chosen by a generalized CLOCK over unpinned device tensor frames: touching
  * a frame (alloc, prefetch, pin, restore) gives it 1 + kind credits
  * (workspace 1 ... weights 4); the hand takes a credit per pass and evicts
- * at 0. Frames whose tensors are all marked cold go first, with no credit.
+ * at 0. Frames whose tensors are all marked cold (gh_tensor_advise,
+ * gh_tensor_evict) go first, with no credit, in the order they were marked:
+ * each mark takes the next number of tm->cold_seq, and a frame is cold
+ * since its tensors' latest mark.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -138,6 +141,7 @@ struct gh_tensor_s {
   size_t vf0, nvf;  /* its vframes */
   size_t chunk;     /* run: frames of its chunks (tm->chunk, less when it only fit split finer) */
   uint32_t pins;
+  uint64_t cold_seq;  /* cold: when it was marked (tm->cold_seq then) */
   uint8_t kind, cold, state, nstreams, many_streams;
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
   gh_tm_fbatch_t* batch;           /* pending: its free's event; NULL until the next flush */
@@ -145,6 +149,7 @@ struct gh_tensor_s {
   gh_tensor_t* hnext;               /* hash chain (live tensors only) */
   gh_tensor_t *next, *prev;         /* the live or the pending list */
   gh_tensor_t *fnext, *fprev;       /* a slab's tensors */
+  gh_tensor_t *cnext, *cprev;       /* the cold list (live, cold tensors), oldest mark first */
 };
 
 /* A physical allocation, as the manager holds it. */
@@ -193,6 +198,8 @@ struct gh_tmgr_s {
   gh_vframe_t* vf;
   size_t free_hint;  /* no FREE tensor vframe below it */
   size_t hand;       /* CLOCK hand */
+  uint64_t cold_seq; /* cold marks made so far: their order */
+  uint64_t waits;    /* streams of tensors waited for (test hook) */
   size_t prot_lo, prot_hi;  /* vframes that may not be chosen as victims now */
 
   size_t dev_budget_f, host_budget_f;
@@ -216,6 +223,7 @@ struct gh_tmgr_s {
   gh_tensor_t** buckets;
   size_t n_buckets, n_live;
   gh_tensor_t *live_head;
+  gh_tensor_t *cold_head, *cold_tail;  /* live cold tensors in the order of their marks */
   gh_tensor_t *pend_head, *pend_tail;  /* pending frees, oldest first */
   size_t n_pending;
   size_t n_unflushed;  /* pending tensors with no event yet */
@@ -310,6 +318,7 @@ static int gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
       rc = GH_P(tm, tm->ops->event_sync(tm->fr, e));
       GH_P(tm, tm->ops->event_destroy(tm->fr, e));
     }
+    tm->waits++;
   }
   free(ss->s);
   memset(ss, 0, sizeof *ss);
@@ -381,6 +390,29 @@ static void gh_tm_list_unlink(gh_tensor_t** head, gh_tensor_t* t) {
   if (t->prev) t->prev->next = t->next; else *head = t->next;
   if (t->next) t->next->prev = t->prev;
   t->next = t->prev = NULL;
+}
+
+/* The cold list: live cold tensors, oldest mark first. */
+static void gh_tm_cold_unlink(gh_tmgr_t* tm, gh_tensor_t* t) {
+  if (t->cprev) t->cprev->cnext = t->cnext; else tm->cold_head = t->cnext;
+  if (t->cnext) t->cnext->cprev = t->cprev; else tm->cold_tail = t->cprev;
+  t->cnext = t->cprev = NULL;
+}
+static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int warm_d, int pins_d, int pend_d);
+/* Mark a live tensor cold (a new mark: to the tail of the cold list, also
+ * when it was cold already) or warm again, keeping its frames' warm counts. */
+static void gh_tm_set_cold(gh_tmgr_t* tm, gh_tensor_t* t, int cold) {
+  if (t->cold) gh_tm_cold_unlink(tm, t);
+  if (t->cold != !!cold) gh_tm_tensor_frames(tm, t, 0, cold ? -1 : +1, 0, 0);
+  t->cold = (uint8_t)!!cold;
+  if (!cold) {
+    t->cold_seq = 0;
+    return;
+  }
+  t->cold_seq = ++tm->cold_seq;
+  t->cnext = NULL, t->cprev = tm->cold_tail;
+  if (tm->cold_tail) tm->cold_tail->cnext = t; else tm->cold_head = t;
+  tm->cold_tail = t;
 }
 
 /* A bad pointer: freed already (recently) or no tensor's start. */
@@ -824,9 +856,60 @@ static size_t gh_tm_units(const gh_tmgr_t* tm, const size_t* idx, size_t n, gh_t
   return m;
 }
 
+/* A unit whose frames hold cold tensors only, and the mark it is cold since. */
+typedef struct gh_tm_cold_s {
+  uint64_t since;
+  size_t v0;
+} gh_tm_cold_t;
+
+static int gh_tm_cmp_cold(const void* a, const void* b) {
+  const gh_tm_cold_t *x = a, *y = b;
+  if (x->since != y->since) return x->since < y->since ? -1 : 1;
+  return x->v0 < y->v0 ? -1 : x->v0 > y->v0;
+}
+
+/* Since when vframe v holds cold tensors only: the latest mark of its live
+ * tensors (a run's: its tensor's). */
+static uint64_t gh_tm_cold_since(const gh_tmgr_t* tm, size_t v) {
+  const gh_vframe_t* f = &tm->vf[v];
+  if (f->role == GH_VF_RUN) return f->tensors ? f->tensors->cold_seq : 0;
+  uint64_t since = 0;
+  for (const gh_tensor_t* t = f->tensors; t; t = t->fnext)
+    if (t->state == GH_T_LIVE && t->cold_seq > since) since = t->cold_seq;
+  return since;
+}
+
+/* The victim units of cold tensors only (device, unpinned, not protected),
+ * oldest mark first, each once; *n of them (NULL when none). */
+static gh_tm_cold_t* gh_tm_cold_units(gh_tmgr_t* tm, size_t* n) {
+  gh_tm_cold_t* out = NULL;
+  size_t m = 0, cap = 0;
+  for (const gh_tensor_t* t = tm->cold_head; t; t = t->cnext)
+    for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
+      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+      v = u.v0 + u.k;
+      if (!gh_tm_victim_ok(tm, u.v0) || tm->vf[u.v0].warm) continue;
+      if (m == cap) {
+        gh_tm_cold_t* p = realloc(out, (cap = cap ? 2 * cap : 64) * sizeof *p);
+        if (!p) goto done;  /* out of memory: the ones found so far */
+        out = p;
+      }
+      out[m++] = (gh_tm_cold_t){gh_tm_cold_since(tm, u.v0), u.v0};
+    }
+done:
+  if (m) qsort(out, m, sizeof *out, gh_tm_cmp_cold);
+  /* A slab's vframe was found once per cold tensor in it: same mark, same
+   * place, so next to each other now. */
+  size_t k = 0;
+  for (size_t i = 0; i < m; i++)
+    if (k == 0 || out[k - 1].v0 != out[i].v0) out[k++] = out[i];
+  *n = k;
+  return out;
+}
+
 /* Evict `want` device tensor frames (fewer if fewer can go; a little more
- * when a chosen frame's chunk is larger): all-cold frames first, then by
- * CLOCK. Returns the frames evicted. */
+ * when a chosen frame's chunk is larger): frames of cold tensors only
+ * first, oldest mark first, then by CLOCK. Returns the frames evicted. */
 static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   if (want == 0) return 0;
   size_t* idx = malloc(want * (sizeof *idx + sizeof(gh_tm_unit_t)));
@@ -840,8 +923,10 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
     for (size_t w_ = u_.v0; w_ < u_.v0 + u_.k; w_++) tm->vf[w_].mark = 1;      \
     idx[n++] = u_.v0, frames += u_.k;                                          \
   } while (0)
-  for (size_t v = tm->tensor_vf0; v < tm->n_va && frames < want; v++)
-    if (gh_tm_victim_ok(tm, v) && tm->vf[v].warm == 0) GH_TM_TAKE(v);
+  size_t nc = 0;
+  gh_tm_cold_t* cold = gh_tm_cold_units(tm, &nc);
+  for (size_t i = 0; i < nc && frames < want; i++) GH_TM_TAKE(cold[i].v0);
+  free(cold);
   const size_t region = tm->n_va - tm->tensor_vf0;
   /* Each pass takes a credit from every candidate: at most 1 + max credit passes. */
   for (size_t step = 0; frames < want && step < region * (size_t)(2 + gh_tm_credit(GH_KIND_WEIGHTS)); step++) {
@@ -1466,6 +1551,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       gh_tm_reclaim_tensor(tm, t);
     }
     /* Live tensors: mark them pending with no event and reclaim them. */
+    tm->cold_head = tm->cold_tail = NULL;
     while (tm->live_head) {
       gh_tensor_t* t = tm->live_head;
       gh_tm_list_unlink(&tm->live_head, t);
@@ -1596,6 +1682,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     tm->tensors[t->kind]--, tm->tensor_bytes[t->kind] -= t->bytes;
     tm->live_bytes -= t->bytes;
     if (t->pins) tm->pinned_tensors--;
+    if (t->cold) gh_tm_cold_unlink(tm, t);
     gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
     t->pins = 0;
     t->state = GH_T_PENDING;
@@ -1628,12 +1715,10 @@ int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
     gh_tm_tensor_add_stream(t, stream);
-    if (t->cold) {
-      t->cold = 0;
-      gh_tm_tensor_frames(tm, t, 0, +1, 0, 0);
-    }
+    gh_tm_set_cold(tm, t, 0);
     for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
       if (tm->vf[v].clock < gh_tm_credit(GH_KIND_WEIGHTS)) tm->vf[v].clock = gh_tm_credit(GH_KIND_WEIGHTS);
+    /* Frames all on the device: no move, no stream waited for. */
     rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
   }
   pthread_mutex_unlock(&tm->mu);
@@ -1646,10 +1731,7 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_evict", &rc);
   if (rc == GH_OK && t->pins) rc = _gh_error(GH_ERR_PINNED, "gh_tensor_evict: %p is pinned", ptr);
   if (rc == GH_OK) {
-    if (!t->cold) {
-      t->cold = 1;
-      gh_tm_tensor_frames(tm, t, 0, -1, 0, 0);
-    }
+    gh_tm_set_cold(tm, t, 1);
     /* Its units whose tensors are all cold, in one pipelined batch (best
      * effort: a full host tier moves fewer). */
     gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
@@ -1669,6 +1751,27 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   return rc;
 }
 
+int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: NULL manager");
+  if ((unsigned)advice >= GH_ADVICE_COUNT) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: advice %d", (int)advice);
+  int rc;
+  gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_advise", &rc);
+  if (rc == GH_OK) {
+    /* A mark only: nothing moves and no stream is waited for. Cold: its
+     * frames lose their CLOCK credits (a shared frame with a warm neighbour
+     * then goes early in the CLOCK order); normal: they get their kind's. */
+    const int cold = advice == GH_ADVICE_COLD;
+    gh_tm_set_cold(tm, t, cold);
+    for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
+      gh_vframe_t* f = &tm->vf[v];
+      if (cold) f->clock = 0;
+      else if (f->clock < gh_tm_credit(t->kind)) f->clock = gh_tm_credit(t->kind);
+    }
+  }
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
 int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_pin: NULL manager");
   int rc;
@@ -1682,7 +1785,10 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
         tm->pinned_tensors++;
       }
     }
-    if (rc == GH_OK) t->pins++;
+    if (rc == GH_OK) {
+      t->pins++;
+      gh_tm_set_cold(tm, t, 0);  /* a use */
+    }
   }
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -1953,6 +2059,14 @@ int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames) {
   return GH_OK;
 }
 
+int _gh_tmgr_waits(gh_tmgr_t* tm, uint64_t* waits) {
+  if (!tm || !waits) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  pthread_mutex_lock(&tm->mu);
+  *waits = tm->waits;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
 int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   if (frames < 2 || frames > GH_TM_CHUNK_MAX)
@@ -2080,6 +2194,21 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
     if (aliases != held + creating)
       rc = _gh_error(GH_ERR_CORRUPT, "aliases: %zu in use, %zu host allocations held", aliases, held + creating);
   }
+  /* The cold list: the live cold tensors, in the order of their marks. */
+  size_t ncold = 0, nlc = 0;
+  uint64_t last = 0;
+  for (const gh_tensor_t* t = tm->cold_head; t && rc == GH_OK; t = t->cnext) {
+    if (!t->cold || t->state != GH_T_LIVE || t->cold_seq <= last || t->cold_seq > tm->cold_seq ||
+        (t == tm->cold_head && t->cprev) ||
+        (t->cnext ? t->cnext->cprev != t : tm->cold_tail != t))
+      rc = _gh_error(GH_ERR_CORRUPT, "cold list: %p (cold %u, state %u, mark %llu after %llu)", (void*)t->ptr,
+                     t->cold, t->state, (unsigned long long)t->cold_seq, (unsigned long long)last);
+    last = t->cold_seq;
+    ncold++;
+  }
+  for (const gh_tensor_t* t = tm->live_head; t; t = t->next) nlc += t->cold;
+  if (rc == GH_OK && ncold != nlc)
+    rc = _gh_error(GH_ERR_CORRUPT, "cold list: %zu tensors, %zu live cold ones", ncold, nlc);
   size_t nt = 0, np = 0;
   for (const gh_tensor_t* t = tm->live_head; t; t = t->next) nt++;
   for (const gh_tensor_t* t = tm->pend_head; t; t = t->next) np++;

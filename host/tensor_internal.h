@@ -43,9 +43,14 @@ int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);
  * allocations. Only while the manager holds no tensor (GH_ERR_INVAL
  * otherwise); the pool's chunk-sized host allocations are given back. */
 int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames);
+/* Tests only: how many times the manager has waited for a stream of its
+ * tensors (an event recorded on it and synchronized, before frames are
+ * remapped); marks such as gh_tensor_advise, and a prefetch with nothing to
+ * move, add none. */
+int _gh_tmgr_waits(gh_tmgr_t* tm, uint64_t* waits);
 /* Check the manager's invariants (frame counts against the per-frame
  * records, budgets, tensor counts, allocations against chunks, the pool and
- * the host aliases); GH_ERR_CORRUPT with the detail recorded
+ * the host aliases, the cold list); GH_ERR_CORRUPT with the detail recorded
  * when one fails. O(frames + tensors). */
 int _gh_tmgr_check(gh_tmgr_t* tm);
 

@@ -227,9 +227,31 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
 int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 /* Hints: bring the tensor's frames to the device now (evicting others if
  * needed), or mark it cold and move its frames to the host now. Frames
- * shared with other tensors move only when all of them are cold. */
+ * shared with other tensors move only when all of them are cold.
+ * gh_tensor_prefetch also clears a cold mark (GH_ADVICE_NORMAL); on a
+ * tensor whose frames are all on the device it moves nothing and waits for
+ * no stream. */
 int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 int gh_tensor_evict(gh_tmgr_t* tm, void* ptr);
+
+/* Advice about a tensor's future use (gh_tensor_advise). */
+typedef enum gh_advice_e {
+  GH_ADVICE_NORMAL = 0, /* its kind's usual eviction priority (what prefetch, pin and alloc imply) */
+  GH_ADVICE_COLD = 1,   /* not needed for a while: evict it first when device room is short */
+  GH_ADVICE_COUNT = 2
+} gh_advice_t;
+
+/* Mark a tensor cold (or normal again) without moving anything and without
+ * waiting for any stream. The frames of cold tensors are the first eviction
+ * victims when the manager needs device room, in advice order: a tensor
+ * advised cold earlier goes before one advised later (advising again counts
+ * from the new advice; a frame shared by small tensors is a victim only
+ * once all of them are cold, from the last one's advice); only then does
+ * the kind-biased CLOCK pick among the others. Pinned tensors may be
+ * advised cold but stay on the device until unpinned. gh_tensor_prefetch
+ * and gh_tensor_pin make a tensor normal again. GH_ERR_INVAL for an
+ * unknown advice; GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
+int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice);
 /* Pinned tensors stay on the device: a pinned tensor on the host is brought
  * back first. Pins nest. gh_tensor_evict on a pinned tensor: GH_ERR_PINNED. */
 int gh_tensor_pin(gh_tmgr_t* tm, void* ptr);

@@ -32,7 +32,7 @@ from . import _capi
 __version__ = "0.1.0"
 
 __all__ = [
-    "Error", "Kind", "Tier", "Backend", "Manager", "parse_size", "parse_kind",
+    "Error", "Kind", "Tier", "Backend", "Advice", "Manager", "parse_size", "parse_kind", "parse_advice",
     "validate_options", "library_path", "library", "global_manager", "set_global",
     "strerror", "err_name",
 ]
@@ -151,6 +151,12 @@ class Kind(enum.IntEnum):
     WEIGHTS = 3
 
 
+class Advice(enum.IntEnum):
+    """gh_advice_t: what gh_tensor_advise says about a tensor."""
+    NORMAL = 0  # its kind's usual eviction priority (what prefetch and pin imply)
+    COLD = 1    # evicted first when device room is short, oldest advice first; nothing moves now
+
+
 class Backend(enum.IntEnum):
     """gh_backend_t: where frames come from."""
     DEFAULT = 0   # CUDA VMM in the CUDA library
@@ -188,6 +194,23 @@ def parse_kind(kind):
         if k is not None:
             return k
     raise Error(ERR_INVAL, f"unknown kind {kind!r} (one of: {', '.join(sorted(_KIND_ALIASES))})", "parse_kind")
+
+
+def parse_advice(advice):
+    """An Advice from an Advice, an int 0..1 or a name ("cold", "normal";
+    also "warm" = normal). Error(ERR_INVAL) otherwise."""
+    if isinstance(advice, Advice):
+        return advice
+    if isinstance(advice, int) and not isinstance(advice, bool):
+        try:
+            return Advice(advice)
+        except ValueError:
+            raise Error(ERR_INVAL, f"advice {advice} is not 0..{len(Advice) - 1}", "parse_advice") from None
+    if isinstance(advice, str):
+        a = {"cold": Advice.COLD, "normal": Advice.NORMAL, "warm": Advice.NORMAL}.get(advice.strip().lower())
+        if a is not None:
+            return a
+    raise Error(ERR_INVAL, f"unknown advice {advice!r} (cold, normal)", "parse_advice")
 
 
 def _parse_backend(b):
@@ -475,7 +498,9 @@ class Manager:
 
     def prefetch(self, ptr, stream=None):
         """gh_tensor_prefetch: bring the tensor's frames to the device now and
-        add `stream` to the streams it is used on."""
+        add `stream` to the streams it is used on; clears a cold advice. On a
+        tensor that is all on the device it moves nothing and waits for no
+        stream."""
         _check(self._lib.gh_tensor_prefetch(self.handle, _ptr(ptr, "gh_tensor_prefetch"), _stream(stream)),
                "gh_tensor_prefetch")
 
@@ -483,6 +508,17 @@ class Manager:
         """gh_tensor_evict: mark the tensor cold and move its frames to the host
         now (frames shared with warm tensors stay). Error ERR_PINNED if pinned."""
         _check(self._lib.gh_tensor_evict(self.handle, _ptr(ptr, "gh_tensor_evict")), "gh_tensor_evict")
+
+    def advise(self, ptr, advice):
+        """gh_tensor_advise: "cold" marks the tensor cold without moving it or
+        waiting for any stream: when the manager needs device room it evicts
+        the frames of cold tensors first, oldest advice first. "normal" takes
+        the mark back (prefetch and pin do too). Pinned tensors may be advised
+        cold; they stay on the device until unpinned. Error ERR_UNSUPPORTED
+        with a library that lacks the call."""
+        a = parse_advice(advice)
+        fn = _need(self._lib, "gh_tensor_advise")
+        _check(fn(self.handle, _ptr(ptr, "gh_tensor_advise"), int(a)), "gh_tensor_advise")
 
     def pin(self, ptr):
         """gh_tensor_pin: keep on the device (restored first if on the host). Pins nest."""

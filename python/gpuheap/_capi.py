@@ -25,9 +25,10 @@ c_uint8 = ctypes.c_uint8
 c_int = ctypes.c_int
 c_void_p = ctypes.c_void_p
 
-# Counts of the C enums (GH_TIER_COUNT, GH_KIND_COUNT).
+# Counts of the C enums (GH_TIER_COUNT, GH_KIND_COUNT, GH_ADVICE_COUNT).
 TIER_COUNT = 3
 KIND_COUNT = 4
+ADVICE_COUNT = 2
 KIND_HEAP = 255  # gh_frame_info_t.kind of a device-heap frame
 TMGR_GROW_ON_DEMAND = 1
 
@@ -121,6 +122,7 @@ PROTOTYPES = {
     "gh_tensor_free": (c_int, [_P, _P, _P], True),
     "gh_tensor_prefetch": (c_int, [_P, _P, _P], True),
     "gh_tensor_evict": (c_int, [_P, _P], True),
+    "gh_tensor_advise": (c_int, [_P, _P, c_int], False),
     "gh_tensor_pin": (c_int, [_P, _P], True),
     "gh_tensor_unpin": (c_int, [_P, _P], True),
     "gh_tensor_set_kind": (c_int, [_P, _P, c_int], True),

@@ -4,15 +4,16 @@ memory budget, cold frames on the host at the same address.
     import gpuheap.torch
     gpuheap.torch.enable(device_budget="40GiB")       # before the first CUDA tensor
     ...
-    with gpuheap.torch.offload():                     # activations go cold in forward,
-        loss = model(x).loss                          # come back ahead of use in backward
+    with gpuheap.torch.offload():                     # activations are advised cold in forward
+        loss = model(x).loss                          # (evicted only under pressure), come back
+                                                      # ahead of use in backward
     loss.backward()
 
 enable() installs gpuheap through torch.cuda.memory.CUDAPluggableAllocator
 (gh_torch_alloc / gh_torch_free of libgpuheap.so); it must run before
 PyTorch initializes CUDA, because PyTorch refuses to swap an allocator that
-has been used. The per-tensor calls (set_kind, pin, unpin, evict, prefetch,
-tier) take a CUDA tensor and act on its *storage*:
+has been used. The per-tensor calls (set_kind, pin, unpin, advise, evict,
+prefetch, tier) take a CUDA tensor and act on its *storage*:
 tensor.untyped_storage().data_ptr(), the start of the allocation gpuheap
 made (a view acts on the whole storage it looks into).
 
@@ -27,10 +28,12 @@ import warnings
 import weakref
 
 import gpuheap
-from gpuheap import Error, Kind, ERR_INVAL, ERR_UNSUPPORTED, ERR_NO_DEVICE, ERR_FOREIGN, ERR_DOUBLE_FREE, ERR_PINNED
+from gpuheap import (Error, Kind, Advice, ERR_INVAL, ERR_UNSUPPORTED, ERR_NO_DEVICE, ERR_FOREIGN, ERR_DOUBLE_FREE,
+                     ERR_PINNED)
 
 __all__ = ["enable", "is_enabled", "manager", "memory_stats", "torch_style_stats", "empty_cache", "set_kind", "pin",
-           "unpin", "pinned", "evict", "prefetch", "tier", "mark_model", "offload", "Offload"]
+           "unpin", "pinned", "advise", "evict", "prefetch", "tier", "mark_model", "offload", "Offload",
+           "OFFLOAD_MODES"]
 
 TOO_LATE = ("PyTorch has initialized CUDA (and its caching allocator) already: call gpuheap.torch.enable() "
             "before the first CUDA tensor, and before anything else that initializes CUDA in PyTorch "
@@ -236,6 +239,16 @@ def pinned(tensor, manager=None):
         unpin(tensor, manager)
 
 
+def advise(tensor, advice, manager=None):
+    """Advise the storage "cold" (evicted first when the device budget needs
+    room, oldest advice first; nothing moves now and no stream is waited
+    for) or "normal" again (prefetch and pin also clear a cold advice)."""
+    a = gpuheap.parse_advice(advice)
+    ptr, _ = _storage(tensor, "advise")
+    if ptr:
+        _mgr(manager).advise(ptr, a)
+
+
 def evict(tensor, manager=None):
     """Mark the storage cold and move its frames to the host now (frames
     shared with warm tensors stay). The pointer does not change; kernels may
@@ -339,7 +352,7 @@ def mark_model(model, optimizer=None, grads=True, manager=None):
 
 # ---------------------------------------------------------------- offload
 class _Entry:
-    __slots__ = ("ref", "ptr", "nbytes", "index", "evicted", "prefetched", "unpacked", "dropped", "__weakref__")
+    __slots__ = ("ref", "ptr", "nbytes", "index", "hinted", "prefetched", "unpacked", "dropped", "__weakref__")
 
     def __init__(self, t, ptr, nbytes, index):
         try:
@@ -347,7 +360,7 @@ class _Entry:
         except TypeError:  # an object without weak references: hold it (the graph holds it anyway)
             self.ref = lambda t=t: t
         self.ptr, self.nbytes, self.index = ptr, nbytes, index
-        self.evicted = self.prefetched = self.unpacked = self.dropped = False
+        self.hinted = self.prefetched = self.unpacked = self.dropped = False  # hinted: advised cold / evicted
 
     def alive(self):
         return not self.dropped and self.ref() is not None
@@ -378,44 +391,67 @@ def _torch_ptr(t):
         return None
 
 
+OFFLOAD_MODES = ("cold", "evict")
+
+
 class Offload:
     """Same-address activation offload over torch.autograd.graph.saved_tensors_hooks.
 
     Forward (pack): each tensor autograd saves for backward is kept as it is
     -- the pack hook returns the tensor itself: nothing is copied and no
-    pointer changes. Its storage is only *marked cold*: once `keep_last`
-    newer saved tensors exist, gpuheap evicts its frames to pinned host
-    memory mapped at the same address (gh_tensor_evict). The `keep_last`
-    most recent ones -- the next ops of the forward read them, and backward
-    starts with them -- stay on the device. Skipped: tensors not on CUDA,
-    storages smaller than `min_bytes` (they share 2 MiB frames with others;
-    the manager's CLOCK handles those), parameters, storages mark_model
-    marked as weights / optimizer state, and storages that gpuheap did not
-    allocate (the hint then fails with ERR_FOREIGN and the tensor is left
-    alone).
+    pointer changes. Once `keep_last` newer saved tensors exist, its storage
+    is hinted to gpuheap, as `mode` says:
+
+      mode="cold" (the default): advised cold (gh_tensor_advise). Nothing
+        moves and no stream is waited for in the hook. When the device
+        budget needs room -- an allocation in forward or backward, a
+        prefetch -- the manager evicts the frames of cold tensors first,
+        oldest advice first (the activations backward needs last), in one
+        batch down to its low watermark. So only what exceeds the budget
+        moves, in few synchronizations; with a budget that holds the whole
+        step nothing moves at all.
+      mode="evict": evicted now (gh_tensor_evict): its frames go to pinned
+        host memory at once, after the work queued on its streams is done,
+        whether the budget needs the room or not. Every saved tensor then
+        crosses PCIe twice a step, and each hint synchronizes.
+
+    The `keep_last` most recent ones -- the next ops of the forward read
+    them, and backward starts with them -- are not hinted. Skipped: tensors
+    not on CUDA, storages smaller than `min_bytes` (they share 2 MiB frames
+    with others; the manager's CLOCK handles those), parameters, storages
+    mark_model marked as weights / optimizer state, and storages that
+    gpuheap did not allocate (the hint then fails with ERR_FOREIGN and the
+    tensor is left alone).
 
     Backward (unpack): unpack returns the same tensor; before that it
     prefetches it (if not done yet) and the next `prefetch_distance` saved
     tensors in reverse order of packing -- the order backward uses them --
     so their frames are back on the device before their kernels run. A
-    tensor that is still on the host when a kernel reads it is read over
-    PCIe: slower, still correct.
+    prefetch also takes back a cold advice; for a tensor that was never
+    evicted it moves nothing and waits for nothing. A tensor that is still
+    on the host when a kernel reads it is read over PCIe: slower, still
+    correct.
 
-    Cost: gh_tensor_evict and gh_tensor_prefetch move frames at once, after
-    waiting for the work queued on the tensor's streams (not the device).
+    Cost: a prefetch of an evicted tensor (and an eviction) moves frames at
+    once, after waiting for the work queued on the streams of the tensors
+    moved (not the device).
 
-    Hints never raise in the hooks: failures are counted in .counters
-    ("hint_errors") and warned about once.
+    With a library that lacks gh_tensor_advise, mode="cold" falls back to
+    "evict" (with a warning). Hints never raise in the hooks: failures are
+    counted in .counters ("hint_errors") and warned about once.
     """
 
-    def __init__(self, prefetch_distance=2, keep_last=2, min_bytes=1 << 20, manager=None, *,
+    def __init__(self, prefetch_distance=2, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
                  tensor_info=None, tensor_ptr=None, stream=None):
         for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise Error(ERR_INVAL, f"{name}: {v!r} must be an integer >= 0", "offload")
+        if mode not in OFFLOAD_MODES:
+            raise Error(ERR_INVAL, f"mode: {mode!r} is not one of {', '.join(OFFLOAD_MODES)}", "offload")
         self.prefetch_distance = prefetch_distance
         self.keep_last = keep_last
         self.min_bytes = gpuheap.parse_size(min_bytes, "min_bytes")
+        self.mode = mode
         self._manager = manager
         self._info = tensor_info or _torch_tensor_info
         self._ptr = tensor_ptr or _torch_ptr
@@ -425,7 +461,7 @@ class Offload:
         self._by_ptr = {}
         self._cm = None
         self._warned = False
-        self.counters = {"packed": 0, "skipped": 0, "evicted": 0, "prefetched": 0, "unpacked": 0,
+        self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0, "unpacked": 0,
                          "foreign": 0, "hint_errors": 0}
 
     @property
@@ -453,11 +489,11 @@ class Offload:
                 i = len(self._entries) - 1 - self.keep_last
                 if i >= 0:
                     v = self._entries[i]
-                    if v.alive() and not v.evicted and not v.unpacked:
-                        v.evicted = True
+                    if v.alive() and not v.hinted and not v.unpacked:
+                        v.hinted = True
                         victim = v
         if victim is not None:
-            self._hint("evict", victim)
+            self._hint("advise" if self.mode == "cold" else "evict", victim)
         return t
 
     def unpack(self, t):
@@ -489,11 +525,18 @@ class Offload:
 
     def _hint(self, what, e):
         try:
-            if what == "evict":
+            if what == "advise":
+                self.manager.advise(e.ptr, Advice.COLD)
+            elif what == "evict":
                 self.manager.evict(e.ptr)
             else:
                 self.manager.prefetch(e.ptr, self._stream())
         except Error as err:
+            if what == "advise" and err.code == ERR_UNSUPPORTED:  # an older library: no gh_tensor_advise
+                with self._lock:
+                    self.mode = "evict"
+                warnings.warn(f"gpuheap.torch.offload: {err}; falling back to mode='evict'", RuntimeWarning)
+                return self._hint("evict", e)
             with self._lock:
                 if err.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):  # not (or no longer) a gpuheap allocation
                     e.dropped = True
@@ -508,7 +551,7 @@ class Offload:
                 warnings.warn(f"gpuheap.torch.offload: {what} hint failed: {err}", RuntimeWarning)
             return
         with self._lock:
-            self.counters["evicted" if what == "evict" else "prefetched"] += 1
+            self.counters[{"advise": "advised", "evict": "evicted"}.get(what, "prefetched")] += 1
 
     # -- bookkeeping
     def _prune(self):
@@ -539,7 +582,10 @@ class Offload:
         return cm.__exit__(*exc) if cm is not None else False
 
 
-def offload(prefetch_distance=2, keep_last=2, min_bytes=1 << 20, manager=None):
-    """with gpuheap.torch.offload(): loss = model(x)  -- see Offload. Backward
-    may run after the block: the hooks stay with the saved tensors."""
-    return Offload(prefetch_distance=prefetch_distance, keep_last=keep_last, min_bytes=min_bytes, manager=manager)
+def offload(prefetch_distance=2, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold"):
+    """with gpuheap.torch.offload(): loss = model(x)  -- see Offload (mode
+    "cold", the default: saved tensors are advised cold and evicted only when
+    the device budget needs room; "evict": evicted at once). Backward may run
+    after the block: the hooks stay with the saved tensors."""
+    return Offload(prefetch_distance=prefetch_distance, keep_last=keep_last, min_bytes=min_bytes, manager=manager,
+                   mode=mode)

@@ -19,17 +19,10 @@ import argparse
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYDIR = os.path.dirname(HERE)
-SKIP = 77
-
-
-def log(*a):
-    print(*a, flush=True)
+from _child import PYDIR, SKIP, log, run as run_child
 
 
 def parse_args(argv=None):
@@ -121,24 +114,10 @@ def child(a):
 
 
 def run(a, which, tmp):
-    out = os.path.join(tmp, which + ".json")
-    cmd = [sys.executable, "-u", os.path.abspath(__file__), "--only", which, "--out", out, "--arrays", str(a.arrays),
-           "--n", str(a.n), "--budget", a.budget, "--host-budget", a.host_budget, "--seed", str(a.seed)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([PYDIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     log(f"gpu_cupy: run {which}")
-    try:
-        rc = subprocess.run(cmd, env=env, timeout=a.time_limit).returncode
-    except subprocess.TimeoutExpired:
-        log(f"gpu_cupy: {which} killed after {a.time_limit:.0f} s")
-        return None, 1
-    if rc == SKIP:
-        return None, SKIP
-    if rc != 0 or not os.path.exists(out):
-        log(f"gpu_cupy: {which} failed (exit {rc})")
-        return None, 1
-    with open(out) as f:
-        return json.load(f), 0
+    args = ["--only", which, "--arrays", a.arrays, "--n", a.n, "--budget", a.budget, "--host-budget", a.host_budget,
+            "--seed", a.seed]
+    return run_child(__file__, args, os.path.join(tmp, which + ".json"), f"gpu_cupy: {which}", a.time_limit)
 
 
 def parent(a):

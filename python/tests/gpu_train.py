@@ -2,11 +2,12 @@
 """GPU test: train a small ResNet-style CNN on synthetic images three ways,
 each in its own process, and check that gpuheap changes nothing but memory.
 
-  (a) default   PyTorch's caching allocator; records its peak
-                (torch.cuda.max_memory_allocated)
-  (b) gpuheap   gpuheap.torch.enable(), no device budget limit
-  (c) offload   gpuheap.torch.enable(device_budget = half of (a)'s peak),
-                gpuheap.torch.offload() around the forward pass
+  (a) default               PyTorch's caching allocator; records its peak
+                            (torch.cuda.max_memory_allocated)
+  (b) gpuheap               gpuheap.torch.enable(), no device budget limit
+  (c) gpuheap_half_offload  gpuheap.torch.enable(device_budget = half of (a)'s
+                            peak), gpuheap.torch.offload(mode=--offload-mode,
+                            "cold" by default) around the forward pass
 
 Checks: the losses of (b) and (c) equal (a)'s bit for bit at every step;
 (c) evicted frames (evictions > 0) and met no out-of-memory. Determinism:
@@ -17,7 +18,8 @@ set before torch is imported; synthetic data from a seeded CPU generator.
   python3 python/tests/gpu_train.py --steps 20 --csv bench/results/torch-h200.csv
 
 CSV rows (header included): config,ms_per_step,device_budget_gib,
-bytes_moved_per_step,loss_last. device_budget_gib: for (a) the card's memory,
+bytes_moved_per_step,loss_last; config is a, b or c (the log names them as
+above). device_budget_gib: for (a) the card's memory,
 for (b) and (c) the manager's device budget. ms_per_step: mean over the
 steps after --warmup, synchronized. bytes_moved_per_step: gpuheap's
 bytes_evicted + bytes_restored over those steps, per step (0 for (a)).
@@ -29,21 +31,15 @@ import argparse
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
+from _child import PYDIR, SKIP, log, run
+
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is imported
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PYDIR = os.path.dirname(HERE)
-SKIP = 77
-CONFIGS = {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload"}
-
-
-def log(*a):
-    print(*a, flush=True)
+CONFIGS = {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload"}  # CSV: the letter; log: the name
 
 
 def parse_args(argv=None):
@@ -57,6 +53,8 @@ def parse_args(argv=None):
     ap.add_argument("--classes", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prefetch-distance", type=int, default=2)
+    ap.add_argument("--offload-mode", choices=["cold", "evict"], default="cold",
+                    help="(c): gpuheap.torch.offload's mode (cold: advise, evict under pressure; evict: at once)")
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
     ap.add_argument("--snapshot-dir", help="(c): write the frame map at the end of a forward (json, html, png)")
@@ -132,7 +130,7 @@ def child(a):
     cfg = a.only
     torch = torch_or_skip()
     sys.path.insert(0, PYDIR)
-    result = {"config": CONFIGS[cfg], "losses": [], "steps_done": 0, "oom": False}
+    result = {"config": cfg, "name": CONFIGS[cfg], "losses": [], "steps_done": 0, "oom": False}
     m = None
     if cfg in ("b", "c"):
         import gpuheap
@@ -170,7 +168,7 @@ def child(a):
     if m is not None:
         ght.mark_model(model, opt)
     if cfg == "c":
-        off = ght.offload(prefetch_distance=a.prefetch_distance)
+        off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode)
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
@@ -247,35 +245,40 @@ def child(a):
             result["offload"] = dict(off.counters)
     with open(a.out, "w") as f:
         json.dump(result, f, indent=1)
-    log(f"gpu_train[{cfg}]: {result['steps_done']} steps, {result['ms_per_step']:.2f} ms/step")
+    log(f"gpu_train[{cfg}] ({CONFIGS[cfg]}): {result['steps_done']} steps, {result['ms_per_step']:.2f} ms/step, "
+        f"{result['bytes_moved_per_step'] / 1e9:.3f} GB moved/step")
     return 0
 
 
 # ---------------------------------------------------------------- the parent
 def run_child(a, cfg, tmp, peak=0):
-    out = os.path.join(tmp, f"{cfg}.json")
-    cmd = [sys.executable, "-u", os.path.abspath(__file__), "--only", cfg, "--out", out,
-           "--steps", str(a.steps), "--warmup", str(a.warmup), "--batch", str(a.batch), "--image", str(a.image),
-           "--width", str(a.width), "--blocks", str(a.blocks), "--classes", str(a.classes), "--seed", str(a.seed),
-           "--prefetch-distance", str(a.prefetch_distance), "--budget-fraction", str(a.budget_fraction),
-           "--time-limit", str(a.time_limit), "--peak", str(peak)]
+    args = ["--only", cfg, "--steps", a.steps, "--warmup", a.warmup, "--batch", a.batch, "--image", a.image,
+            "--width", a.width, "--blocks", a.blocks, "--classes", a.classes, "--seed", a.seed,
+            "--prefetch-distance", a.prefetch_distance, "--offload-mode", a.offload_mode,
+            "--budget-fraction", a.budget_fraction, "--time-limit", a.time_limit, "--peak", peak]
     if a.snapshot_dir:
-        cmd += ["--snapshot-dir", a.snapshot_dir]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([PYDIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        args += ["--snapshot-dir", a.snapshot_dir]
     log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")
-    try:
-        rc = subprocess.run(cmd, env=env, timeout=a.time_limit + 120).returncode
-    except subprocess.TimeoutExpired:
-        log(f"gpu_train: config {cfg} killed after {a.time_limit + 120:.0f} s")
-        return None, 1
-    if rc == SKIP:
-        return None, SKIP
-    if rc != 0 or not os.path.exists(out):
-        log(f"gpu_train: config {cfg} failed (exit {rc})")
-        return None, 1
-    with open(out) as f:
-        return json.load(f), 0
+    return run(__file__, args, os.path.join(tmp, f"{cfg}.json"), f"gpu_train: config {cfg} ({CONFIGS[cfg]})",
+               a.time_limit + 120)
+
+
+CSV_HEADER = ["config", "ms_per_step", "device_budget_gib", "bytes_moved_per_step", "loss_last"]
+
+
+def write_csv(path, results):
+    """One row per finished config of results [(letter, result or None)]:
+    config is the letter (a, b, c)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_HEADER)
+        for cfg, r in results:
+            if r is None:
+                continue
+            last = float.fromhex(r["losses"][-1]) if r["losses"] else float("nan")
+            w.writerow([cfg, f"{r['ms_per_step']:.3f}", f"{r['device_budget'] / 2**30:.3f}",
+                        f"{r['bytes_moved_per_step']:.0f}", repr(last)])
 
 
 def parent(a):
@@ -314,16 +317,7 @@ def parent(a):
             f"restores {rcc['stats']['restores']}, device max (sampled) "
             f"{rcc['device_bytes_max_sampled'] / 2**30:.3f} GiB of budget {rcc['device_budget'] / 2**30:.3f} GiB")
     if a.csv:
-        os.makedirs(os.path.dirname(os.path.abspath(a.csv)), exist_ok=True)
-        with open(a.csv, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["config", "ms_per_step", "device_budget_gib", "bytes_moved_per_step", "loss_last"])
-            for cfg, r in results:
-                if r is None:
-                    continue
-                last = float.fromhex(r["losses"][-1]) if r["losses"] else float("nan")
-                w.writerow([r["config"], f"{r['ms_per_step']:.3f}", f"{r['device_budget'] / 2**30:.3f}",
-                            f"{r['bytes_moved_per_step']:.0f}", repr(last)])
+        write_csv(a.csv, results)
         log(f"gpu_train: wrote {a.csv}")
     for f in fails:
         log("gpu_train: FAIL: " + f)

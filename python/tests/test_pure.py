@@ -28,8 +28,9 @@ import warnings
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYDIR = os.path.dirname(HERE)
 HEADER = os.path.join(os.path.dirname(PYDIR), "include", "gpuheap.h")
-if PYDIR not in sys.path:
-    sys.path.insert(0, PYDIR)
+for _p in (PYDIR, HERE):  # the package; _child.py and gpu_train.py next to this file
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
 import gpuheap  # noqa: E402
 from gpuheap import _capi, snapshot as snap_mod  # noqa: E402
@@ -133,6 +134,9 @@ class FakeManager:
     def evict(self, ptr):
         self._do("evict", ptr)
 
+    def advise(self, ptr, advice):
+        self._do("advise", ptr, gpuheap.parse_advice(advice))
+
     def prefetch(self, ptr, stream=None):
         self._do("prefetch", ptr)
 
@@ -211,12 +215,13 @@ class TestImportsAndEnums(unittest.TestCase):
     def test_enums_match_header(self):
         hdr = _header()
         for enum_cls, prefix in ((gpuheap.Tier, "GH_TIER_"), (gpuheap.Kind, "GH_KIND_"),
-                                 (gpuheap.Backend, "GH_BACKEND_")):
+                                 (gpuheap.Backend, "GH_BACKEND_"), (gpuheap.Advice, "GH_ADVICE_")):
             found = dict((m.group(1), int(m.group(2)))
                          for m in re.finditer(rf"{prefix}(\w+)\s*=\s*(\d+)", hdr) if m.group(1) != "COUNT")
             self.assertEqual(found, {e.name: e.value for e in enum_cls}, prefix)
         self.assertEqual(int(re.search(r"GH_TIER_COUNT\s*=\s*(\d+)", hdr).group(1)), _capi.TIER_COUNT)
         self.assertEqual(int(re.search(r"GH_KIND_COUNT\s*=\s*(\d+)", hdr).group(1)), _capi.KIND_COUNT)
+        self.assertEqual(int(re.search(r"GH_ADVICE_COUNT\s*=\s*(\d+)", hdr).group(1)), _capi.ADVICE_COUNT)
         self.assertEqual(int(re.search(r"GH_TMGR_GROW_ON_DEMAND (\d+)u", hdr).group(1)), _capi.TMGR_GROW_ON_DEMAND)
 
     def test_errors_match_header(self):
@@ -355,6 +360,16 @@ class TestOptions(unittest.TestCase):
             with self.assertRaises(gpuheap.Error, msg=repr(bad)):
                 gpuheap.parse_kind(bad)
         self.assertEqual([k.value for k in K], [0, 1, 2, 3])  # eviction order: workspace first, weights last
+
+    def test_advice(self):
+        A = gpuheap.Advice
+        for s, a in (("cold", A.COLD), (" Cold ", A.COLD), ("normal", A.NORMAL), ("warm", A.NORMAL), (0, A.NORMAL),
+                     (1, A.COLD), (A.COLD, A.COLD)):
+            self.assertIs(gpuheap.parse_advice(s), a, s)
+        for bad in ("hot", "", 2, -1, None, True, 1.0):
+            with self.assertRaises(gpuheap.Error, msg=repr(bad)) as cm:
+                gpuheap.parse_advice(bad)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
 
     def test_options_struct_only_overrides_given(self):
         lib = _lib()
@@ -581,27 +596,36 @@ class TestSnapshot(unittest.TestCase):
 
 
 class TestOffloadBookkeeping(unittest.TestCase):
-    """gpuheap.torch.Offload's hooks, driven by hand with fake tensors."""
+    """gpuheap.torch.Offload's hooks, driven by hand with fake tensors, in
+    mode "evict" (pack evicts); TestOffloadCold runs them again in mode
+    "cold" (pack advises cold)."""
+    MODE, HINT, COUNTER = "evict", "evict", "evicted"
 
     def make(self, **kw):
         fm = FakeManager()
         kw.setdefault("min_bytes", MiB)
+        kw.setdefault("mode", self.MODE)
         off = ght.Offload(manager=fm, stream=lambda: None, **kw)
         return fm, off
+
+    def hint(self, p):
+        """The call pack makes for storage p."""
+        return ("advise", p, gpuheap.Advice.COLD) if self.HINT == "advise" else ("evict", p)
 
     @staticmethod
     def tensors(n, size=4 * MiB, base=0x10000000):
         return [FakeTensor(base + i * 0x1000000, size) for i in range(n)]
 
-    def test_pack_returns_the_tensor_and_evicts_behind(self):
+    def test_pack_returns_the_tensor_and_hints_behind(self):
         fm, off = self.make(keep_last=2, prefetch_distance=2)
         ts = self.tensors(6)
         for t in ts:
             self.assertIs(off.pack(t), t)  # no copy, no new object
         ptr = [t.untyped_storage().data_ptr() for t in ts]
-        self.assertEqual(fm.calls, [("evict", p) for p in ptr[:4]])  # the last 2 stay on the device
+        self.assertEqual(fm.calls, [self.hint(p) for p in ptr[:4]])  # the last 2 are not hinted
         self.assertEqual(off.counters["packed"], 6)
-        self.assertEqual(off.counters["evicted"], 4)
+        self.assertEqual(off.counters[self.COUNTER], 4)
+        self.assertEqual(off.counters["advised"] + off.counters["evicted"], 4)
 
     def test_unpack_prefetches_in_reverse_order(self):
         fm, off = self.make(keep_last=2, prefetch_distance=2)
@@ -613,6 +637,7 @@ class TestOffloadBookkeeping(unittest.TestCase):
         order = []
         for t in reversed(ts):  # backward uses them last-saved first
             self.assertIs(off.unpack(t), t)
+            self.assertEqual({c[0] for c in fm.calls} - {"prefetch"}, set())
             order.append([c[1] for c in fm.calls])
             fm.calls.clear()
         self.assertEqual(order, [[ptr[5], ptr[4], ptr[3]], [ptr[2]], [ptr[1]], [ptr[0]], [], []])
@@ -624,7 +649,7 @@ class TestOffloadBookkeeping(unittest.TestCase):
         ts = self.tensors(3)
         for t in ts:
             off.pack(t)
-        self.assertEqual([c[0] for c in fm.calls], ["evict"] * 3)
+        self.assertEqual([c[0] for c in fm.calls], [self.HINT] * 3)
         fm.calls.clear()
         off.unpack(ts[1])
         off.unpack(ts[1])  # unpacked twice (retain_graph): prefetched once
@@ -659,7 +684,7 @@ class TestOffloadBookkeeping(unittest.TestCase):
         off.pack(view)
         self.assertEqual(off.counters["packed"], 1)
         off.pack(b)
-        self.assertEqual(fm.calls, [("evict", a.untyped_storage().data_ptr())])
+        self.assertEqual(fm.calls, [self.hint(a.untyped_storage().data_ptr())])
         self.assertEqual(len(off.pending()), 2)
 
     def test_dead_entries_are_skipped_and_pruned(self):
@@ -687,7 +712,7 @@ class TestOffloadBookkeeping(unittest.TestCase):
             off.unpack(a)
             off.unpack(x)
         px, pa = x.untyped_storage().data_ptr(), a.untyped_storage().data_ptr()
-        self.assertEqual(fm.calls, [("evict", px), ("evict", pa), ("prefetch", pa), ("prefetch", px)] * 2)
+        self.assertEqual(fm.calls, [self.hint(px), self.hint(pa), ("prefetch", pa), ("prefetch", px)] * 2)
         off._prune()
         self.assertEqual(off.pending(), [])
 
@@ -695,9 +720,9 @@ class TestOffloadBookkeeping(unittest.TestCase):
         fm, off = self.make(keep_last=0, prefetch_distance=1)
         a, b, c = self.tensors(3)
         pa, pb, pc = (t.untyped_storage().data_ptr() for t in (a, b, c))
-        fm.fail[("evict", pa)] = gpuheap.ERR_FOREIGN  # not a gpuheap allocation
-        fm.fail[("evict", pb)] = gpuheap.ERR_PINNED
-        fm.fail[("evict", pc)] = gpuheap.ERR_CUDA
+        fm.fail[(self.HINT, pa)] = gpuheap.ERR_FOREIGN  # not a gpuheap allocation
+        fm.fail[(self.HINT, pb)] = gpuheap.ERR_PINNED
+        fm.fail[(self.HINT, pc)] = gpuheap.ERR_CUDA
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             for t in (a, b, c):
@@ -713,7 +738,7 @@ class TestOffloadBookkeeping(unittest.TestCase):
 
     def test_validation(self):
         for kw in (dict(prefetch_distance=-1), dict(keep_last=-2), dict(prefetch_distance=1.5),
-                   dict(min_bytes="lots")):
+                   dict(min_bytes="lots"), dict(mode="lazy"), dict(mode=None)):
             with self.assertRaises(gpuheap.Error, msg=repr(kw)):
                 ght.Offload(manager=FakeManager(), **kw)
 
@@ -722,6 +747,72 @@ class TestOffloadBookkeeping(unittest.TestCase):
         with self.assertRaises(gpuheap.Error) as cm:
             off.manager
         self.assertIn("enable()", str(cm.exception))
+
+
+class TestOffloadCold(TestOffloadBookkeeping):
+    """The same in mode "cold", the default: pack advises cold (no move)."""
+    MODE, HINT, COUNTER = "cold", "advise", "advised"
+
+    def test_default_mode_is_cold(self):
+        self.assertEqual(ght.Offload(manager=FakeManager()).mode, "cold")
+        self.assertEqual(ght.offload(manager=FakeManager()).mode, "cold")
+        self.assertEqual(ght.offload(manager=FakeManager(), mode="evict").mode, "evict")
+        self.assertEqual(ght.OFFLOAD_MODES, ("cold", "evict"))
+
+    def test_forward_then_backward(self):
+        """A whole step: pack advises all but the newest keep_last, in packing
+        order; unpack prefetches each one and the next prefetch_distance in
+        reverse order, once each, never advising or evicting."""
+        fm, off = self.make(keep_last=1, prefetch_distance=3)
+        ts = self.tensors(8)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        for t in ts:
+            off.pack(t)
+        self.assertEqual(fm.calls, [("advise", p, gpuheap.Advice.COLD) for p in ptr[:7]])
+        fm.calls.clear()
+        for t in reversed(ts):
+            off.unpack(t)
+        self.assertEqual(fm.calls, [("prefetch", p) for p in reversed(ptr)])
+        fm.calls.clear()
+        off.unpack(ts[7])  # once more: nothing left to prefetch ahead of it
+        off.unpack(ts[5])
+        self.assertEqual(fm.calls, [])
+        self.assertEqual(off.counters, {"packed": 8, "skipped": 0, "advised": 7, "evicted": 0, "prefetched": 8,
+                                        "unpacked": 8, "foreign": 0, "hint_errors": 0})
+
+    def test_unpack_distance_window(self):
+        """Each unpack tops the window up to prefetch_distance tensors ahead."""
+        fm, off = self.make(keep_last=0, prefetch_distance=2)
+        ts = self.tensors(5)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        for t in ts:
+            off.pack(t)
+        fm.calls.clear()
+        off.unpack(ts[4])
+        self.assertEqual(fm.calls, [("prefetch", ptr[4]), ("prefetch", ptr[3]), ("prefetch", ptr[2])])
+        fm.calls.clear()
+        off.unpack(ts[3])
+        self.assertEqual(fm.calls, [("prefetch", ptr[1])])
+        fm.calls.clear()
+        off.unpack(ts[1])  # ts[2] not unpacked yet: the window looks ahead of ts[1] only
+        self.assertEqual(fm.calls, [("prefetch", ptr[0])])
+
+    def test_falls_back_to_evict(self):
+        """A library without gh_tensor_advise: the first advice fails with
+        ERR_UNSUPPORTED, offload warns once and evicts from then on."""
+        fm, off = self.make(keep_last=0, prefetch_distance=0)
+        a, b = self.tensors(2)
+        pa, pb = a.untyped_storage().data_ptr(), b.untyped_storage().data_ptr()
+        fm.fail[("advise", pa)] = gpuheap.ERR_UNSUPPORTED
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            off.pack(a)
+            off.pack(b)
+        self.assertEqual(fm.calls, [("advise", pa, gpuheap.Advice.COLD), ("evict", pa), ("evict", pb)])
+        self.assertEqual(off.mode, "evict")
+        self.assertEqual(off.counters["evicted"], 2)
+        self.assertEqual(off.counters["hint_errors"], 0)
+        self.assertEqual(len([x for x in w if "falling back" in str(x.message)]), 1)
 
 
 class TestMarkModel(unittest.TestCase):
@@ -970,6 +1061,69 @@ class TestCupyEnableWithFake(unittest.TestCase):
         self.assertIn("ok", out)
 
 
+CHILD_SCRIPT = """
+import argparse, json, sys, time
+ap = argparse.ArgumentParser()
+ap.add_argument("--what")
+ap.add_argument("--n", type=int)
+ap.add_argument("--out")
+a = ap.parse_args()
+if a.what == "ok":
+    with open(a.out, "w") as f:
+        json.dump({"n": a.n, "path": sys.path[1]}, f)
+elif a.what == "skip":
+    sys.exit(77)
+elif a.what == "silent":
+    pass
+elif a.what == "slow":
+    time.sleep(30)
+else:
+    sys.exit(3)
+"""
+
+
+class TestChildRunner(unittest.TestCase):
+    """python/tests/_child.py, the runner gpu_train.py and gpu_cupy.py share."""
+
+    def test_outcomes(self):
+        import _child
+        with tempfile.TemporaryDirectory() as d:
+            script = os.path.join(d, "child.py")
+            with open(script, "w") as f:
+                f.write(CHILD_SCRIPT)
+            out = os.path.join(d, "r.json")
+            stdout, sys.stdout = sys.stdout, io.StringIO()
+            try:
+                r = _child.run(script, ["--what", "ok", "--n", 5], out, "t: ok", 60)
+                self.assertEqual(r, ({"n": 5, "path": PYDIR}, 0))  # python/ first on PYTHONPATH
+                os.unlink(out)
+                self.assertEqual(_child.run(script, ["--what", "skip"], out, "t: skip", 60), (None, _child.SKIP))
+                self.assertEqual(_child.run(script, ["--what", "fail"], out, "t: fail", 60), (None, 1))
+                self.assertEqual(_child.run(script, ["--what", "silent"], out, "t: silent", 60), (None, 1))
+                self.assertEqual(_child.run(script, ["--what", "slow"], out, "t: slow", 1), (None, 1))
+                log = sys.stdout.getvalue()
+            finally:
+                sys.stdout = stdout
+        self.assertIn("t: fail failed (exit 3)", log)
+        self.assertIn("t: silent failed (exit 0)", log)
+        self.assertIn("t: slow killed after 1 s", log)
+        self.assertNotIn("t: ok", log)
+        self.assertEqual(_child.SKIP, 77)
+
+    def test_train_csv(self):
+        import gpu_train
+        self.assertEqual(gpu_train.CONFIGS, {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload"})
+        r = {"losses": [(1.5).hex(), (0.25).hex()], "ms_per_step": 15.04, "device_budget": 3 << 29,
+             "bytes_moved_per_step": 1e9}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sub", "t.csv")
+            gpu_train.write_csv(path, [("a", r), ("b", None), ("c", dict(r, losses=[]))])
+            with open(path) as f:
+                lines = f.read().splitlines()
+        self.assertEqual(lines, ["config,ms_per_step,device_budget_gib,bytes_moved_per_step,loss_last",
+                                 "a,15.040,1.500,1000000000,0.25", "c,15.040,1.500,1000000000,nan"])
+
+
 class TestManagerOnSimulation(unittest.TestCase):
     """The bindings against the real library, with its simulated frames."""
 
@@ -1069,7 +1223,7 @@ class TestManagerOnSimulation(unittest.TestCase):
         with _sim(device_budget=32 * MiB, host_budget=64 * MiB) as m:
             ptrs = [m.alloc(4 * MiB) for _ in range(5)]
             ts = [FakeTensor(p, 4 * MiB) for p in ptrs]
-            off = ght.Offload(manager=m, keep_last=1, prefetch_distance=1, stream=lambda: None)
+            off = ght.Offload(manager=m, keep_last=1, prefetch_distance=1, stream=lambda: None, mode="evict")
             for t in ts:
                 off.pack(t)
             self.assertEqual([m.tier(p) for p in ptrs], [gpuheap.Tier.HOST] * 4 + [gpuheap.Tier.DEVICE])
@@ -1080,10 +1234,85 @@ class TestManagerOnSimulation(unittest.TestCase):
             self.assertEqual([m.tier(p) for p in ptrs], [gpuheap.Tier.DEVICE] * 5)
             self.assertEqual(off.counters["hint_errors"], 0)
             foreign = FakeTensor(0x12345600, 4 * MiB)  # not gpuheap's
-            off2 = ght.Offload(manager=m, keep_last=0, stream=lambda: None)
-            off2.pack(foreign)
-            self.assertEqual(off2.counters["foreign"], 1)
+            for mode in ght.OFFLOAD_MODES:
+                off2 = ght.Offload(manager=m, keep_last=0, stream=lambda: None, mode=mode)
+                off2.pack(foreign)
+                self.assertEqual(off2.counters["foreign"], 1, mode)
             for p in ptrs:
+                m.free(p)
+
+    def test_advise(self):
+        with _sim(device_budget=16 * MiB) as m:
+            p = m.alloc("4MiB")
+            q = m.alloc(4096, "workspace")
+            m.advise(p, "cold")
+            m.advise(q, gpuheap.Advice.COLD)
+            st = m.stats()
+            self.assertEqual((st["evictions"], st["restores"]), (0, 0))  # a mark: nothing moves
+            self.assertEqual(m.tier(p), gpuheap.Tier.DEVICE)
+            m.advise(p, "normal")
+            m.advise(p, 1)
+            m.pin(q)
+            m.advise(q, "cold")  # pinned tensors may be advised cold
+            m.unpin(q)
+            for bad in ("lukewarm", 7, None):
+                with self.assertRaises(gpuheap.Error) as cm:
+                    m.advise(p, bad)
+                self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
+            self.assertEqual(m._lib.gh_tensor_advise(m.handle, p, 7), gpuheap.ERR_INVAL)  # the library checks too
+            self.assertEqual(m._lib.gh_tensor_advise(m.handle, p, -1), gpuheap.ERR_INVAL)
+            with self.assertRaises(gpuheap.Error) as cm:
+                m.advise(p + 256, "cold")
+            self.assertEqual(cm.exception.code, gpuheap.ERR_FOREIGN)
+            m.free(p)
+            with self.assertRaises(gpuheap.Error) as cm:
+                m.advise(p, "cold")
+            self.assertEqual(cm.exception.code, gpuheap.ERR_DOUBLE_FREE)
+            self.assertIn("freed already", cm.exception.detail)
+            m.free(q)
+
+    def test_offload_cold_on_real_frames(self):
+        """Offload's default mode against the real manager: pack advises, so
+        nothing moves until the budget is spent; then the oldest advice goes
+        first, one frame per new frame (low watermark 1); unpack's prefetches
+        of tensors still on the device move nothing; the evicted ones come
+        back. Every byte survives."""
+        with _sim(device_budget=16 * MiB, host_budget=64 * MiB, low_watermark=1.0) as m:
+            ptrs = [m.alloc(2 * MiB) for _ in range(6)]
+            for i, p in enumerate(ptrs):
+                ctypes.memset(p, i + 1, 2 * MiB)
+            ts = [FakeTensor(p, 2 * MiB) for p in ptrs]
+            off = ght.Offload(manager=m, keep_last=1, prefetch_distance=1, stream=lambda: None)
+            self.assertEqual(off.mode, "cold")
+            for t in ts:
+                off.pack(t)
+            self.assertEqual(off.counters["advised"], 5)
+            self.assertEqual(m.stats()["evictions"], 0)
+            self.assertEqual({m.tier(p) for p in ptrs}, {gpuheap.Tier.DEVICE})
+            extra = [m.alloc(2 * MiB) for _ in range(2)]  # the 7th and 8th frames: room
+            self.assertEqual(m.stats()["evictions"], 0)
+            extra += [m.alloc(2 * MiB) for _ in range(2)]  # pressure: the two oldest advised go
+            D, H = gpuheap.Tier.DEVICE, gpuheap.Tier.HOST
+            self.assertEqual([m.tier(p) for p in ptrs], [H, H, D, D, D, D])
+            self.assertEqual(m.stats()["evictions"], 2)
+            for t in reversed(ts[3:]):
+                off.unpack(t)  # it and the one before: on the device, nothing moves
+            st = m.stats()
+            self.assertEqual((st["evictions"], st["restores"]), (2, 0))
+            off.unpack(ts[2])  # prefetches ts[1] ahead: back from the host
+            self.assertEqual([m.tier(p) for p in ptrs[:2]], [H, D])
+            self.assertEqual(m.stats()["restores"], 1)
+            off.unpack(ts[1])
+            off.unpack(ts[0])
+            self.assertEqual([m.tier(p) for p in ptrs[:2]], [D, D])
+            st = m.stats()
+            self.assertEqual(st["restores"], 2)
+            self.assertEqual(st["evictions"], 4)  # room for the two restores
+            for i, p in enumerate(ptrs):
+                self.assertEqual(ctypes.string_at(p, 2 * MiB), bytes([i + 1]) * (2 * MiB), i)
+            self.assertEqual(off.counters["prefetched"], 6)
+            self.assertEqual(off.counters["hint_errors"], 0)
+            for p in ptrs + extra:
                 m.free(p)
 
     def test_global_manager_in_a_fresh_process(self):

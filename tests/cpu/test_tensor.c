@@ -1,8 +1,9 @@
 /* The tensor manager on the simulated frame provider (no GPU): a randomized
  * sequence of operations checked against a reference model, directed bad
  * inputs, stream-ordered reuse, the cache of mapped device memory (reuse
- * with no provider create, empty_cache, the frame map, the peak),
- * exhausted budgets, threads with the host pool running, the framework
+ * with no provider create, empty_cache, the frame map, the peak), cold
+ * advice (victims in advice order, pins respected, batches), exhausted
+ * budgets, threads with the host pool running, the framework
  * entry points, and a clean destroy.
  *
  * Budgets are small (device 64 MiB, host 160 MiB, 2 MiB frames) so that
@@ -153,10 +154,12 @@ static void check_frame_map(gh_tmgr_t* tm) {
   free(fi);
 }
 
-static gh_tmgr_t* make_tm(size_t dev_mib, size_t host_mib, uint32_t pool, uint32_t lag) {
+/* A manager on the simulation; low: its low watermark (0: the default). */
+static gh_tmgr_t* make_tm_low(size_t dev_mib, size_t host_mib, uint32_t pool, uint32_t lag, double low) {
   gh_tmgr_options_t o;
   gh_tmgr_options_init(&o);
   o.backend = GH_BACKEND_SIM;
+  if (low > 0) o.low_watermark = low;
   o.device_budget = dev_mib * MiB;
   o.host_budget = host_mib * MiB;
   o.host_pool_frames = pool;
@@ -171,6 +174,9 @@ static gh_tmgr_t* make_tm(size_t dev_mib, size_t host_mib, uint32_t pool, uint32
     CHECK(gh_tmgr_set_oom_observer(tm, on_oom, &oom_calls) == GH_OK);
   }
   return tm;
+}
+static gh_tmgr_t* make_tm(size_t dev_mib, size_t host_mib, uint32_t pool, uint32_t lag) {
+  return make_tm_low(dev_mib, host_mib, pool, lag, 0);
 }
 
 /* Free everything, drain pending frees, check nothing is left, destroy. */
@@ -273,6 +279,13 @@ static void random_run(uint64_t seed, size_t ops) {
        * (the freed memory serves it once its event completed). */
       if (rnd_below(2)) again = x->bytes;
       *x = m.t[--m.n];
+    } else if (r < 70 && rnd_below(3) == 0) {  /* advice: a mark, nothing moves */
+      gh_tmgr_stats_t s0, s1;
+      gh_tmgr_stats(tm, &s0);
+      const gh_advice_t adv = rnd_below(3) ? GH_ADVICE_COLD : GH_ADVICE_NORMAL;
+      CHECK(gh_tensor_advise(tm, x->p, adv) == GH_OK);
+      gh_tmgr_stats(tm, &s1);
+      CHECK(s1.evictions == s0.evictions && s1.restores == s0.restores);
     } else if (r < 70) {  /* evict hint */
       gh_tmgr_stats_t s0;
       gh_tmgr_stats(tm, &s0);
@@ -754,7 +767,11 @@ static void* worker_main(void* arg) {
         x->p = NULL;
         break;
       case 2:
-        if (MOVING(gh_tensor_evict(w->tm, x->p)) != GH_OK) w->failures++;
+        if ((st >> 50) & 1) {  /* a mark: moves nothing */
+          if (SHARED(gh_tensor_advise(w->tm, x->p, GH_ADVICE_COLD)) != GH_OK) w->failures++;
+        } else if (MOVING(gh_tensor_evict(w->tm, x->p)) != GH_OK) {
+          w->failures++;
+        }
         break;
       case 3: {
         const int rc = MOVING(gh_tensor_prefetch(w->tm, x->p, s));
@@ -1002,6 +1019,185 @@ static void large_tensors(void) {
   free(m.t);
 }
 
+/* ------------------------------------------------------------ advice */
+static gh_tier_t tier_of(gh_tmgr_t* tm, const void* p) {
+  gh_tier_t tier = GH_TIER_NONE;
+  CHECK(gh_tensor_tier(tm, p, &tier) == GH_OK);
+  return tier;
+}
+
+static uint64_t waits_of(gh_tmgr_t* tm) {
+  uint64_t w = 0;
+  CHECK(_gh_tmgr_waits(tm, &w) == GH_OK);
+  return w;
+}
+
+/* A stamped tensor into the model (whose array has room); its index. */
+static size_t add_tensor(gh_tmgr_t* tm, model_t* m, size_t bytes, gh_kind_t kind) {
+  void* p = NULL;
+  const int rc = gh_tensor_alloc(tm, bytes, kind, streams[1], &p);
+  CHECK_MSG(rc == GH_OK && m->n < m->cap, "alloc: %s (%s)", gh_err_name(rc), gh_last_error_detail());
+  if (rc != GH_OK || m->n == m->cap) return 0;
+  ref_t* n = &m->t[m->n];
+  *n = (ref_t){.p = p, .bytes = bytes, .stamp = rnd(), .kind = kind};
+  pat_fill(n->p, 0, bytes, n->stamp);
+  m->bytes += bytes;
+  return m->n++;
+}
+
+/* Which tensors of the model are in the host tier, as a bit mask. */
+static uint64_t host_mask(gh_tmgr_t* tm, const model_t* m) {
+  uint64_t mask = 0;
+  for (size_t i = 0; i < m->n && i < 64; i++)
+    if (tier_of(tm, m->t[i].p) == GH_TIER_HOST) mask |= UINT64_C(1) << i;
+  return mask;
+}
+#define BIT(i) (UINT64_C(1) << (i))
+
+/* gh_tensor_advise: a mark that moves nothing and waits for no stream;
+ * when device room runs short the frames of cold tensors go first, oldest
+ * advice first (advising again counts from the new advice, a shared frame
+ * from its last tensor's advice), never a pinned tensor; then CLOCK.
+ * With the default low watermark, evictions come in batches, in advice
+ * order, one wait each. A prefetch of a tensor on the device moves nothing
+ * and waits for nothing. Every byte survives. */
+static void advice(void) {
+  /* 8 device frames; low watermark 1: each new frame evicts exactly one. */
+  gh_tmgr_t* tm = make_tm_low(16, 64, 0, 0, 1.0);
+  if (!tm) return;
+  model_t m = {0};
+  m.cap = 64;
+  m.t = calloc(m.cap, sizeof *m.t);
+  gh_tmgr_stats_t st;
+  void* x = NULL;
+  int local = 0;
+  /* Bad calls. */
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_OPTIMIZER, NULL, &x) == GH_OK);
+  CHECK(gh_tensor_advise(tm, x, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_free(tm, x, NULL) == GH_OK);  /* a cold tensor leaves the cold list */
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_advise(tm, x, GH_ADVICE_COLD) == GH_ERR_DOUBLE_FREE);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK(gh_tensor_advise(tm, x, GH_ADVICE_NORMAL) == GH_ERR_DOUBLE_FREE);  /* reclaimed: still known as freed */
+  /* T0..T6: one frame each; S7, S8: small workspace tensors sharing the 8th. */
+  for (int i = 0; i < 7; i++) add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+  add_tensor(tm, &m, 100000, GH_KIND_WORKSPACE);
+  add_tensor(tm, &m, 100000, GH_KIND_WORKSPACE);
+  CHECK(m.n == 9 && m.t[7].p && m.t[8].p && m.t[8].p - m.t[7].p < (ptrdiff_t)(2 * MiB) &&
+        m.t[7].p - m.t[8].p < (ptrdiff_t)(2 * MiB));
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.evictions == 0);
+  CHECK_EQ_U64(st.frames[GH_TIER_DEVICE], 8);
+  uint8_t* const t0 = m.t[0].p;
+  CHECK(gh_tensor_advise(NULL, t0, GH_ADVICE_COLD) == GH_ERR_INVAL);
+  CHECK(gh_tensor_advise(tm, NULL, GH_ADVICE_COLD) == GH_ERR_INVAL);
+  CHECK(gh_tensor_advise(tm, &local, GH_ADVICE_COLD) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_advise(tm, t0 + 256, GH_ADVICE_COLD) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_advise(tm, t0, GH_ADVICE_COUNT) == GH_ERR_INVAL);
+  CHECK(gh_tensor_advise(tm, t0, (gh_advice_t)-1) == GH_ERR_INVAL);
+  CHECK(gh_tensor_advise(tm, t0, (gh_advice_t)77) == GH_ERR_INVAL);
+  CHECK(gh_tensor_advise(tm, &local, (gh_advice_t)77) == GH_ERR_INVAL);
+
+  /* Marks: T3 pinned then cold (the oldest mark); T0 cold, re-marked last;
+   * the slab cold from S8's mark; T4 cold then normal again. Expected
+   * victims: T5, T1, the slab (S7, S8), T0; never T3 while pinned. */
+  const uint64_t w0 = waits_of(tm);
+  CHECK(gh_tensor_pin(tm, m.t[3].p) == GH_OK);
+  m.t[3].pins = 1;
+  CHECK(gh_tensor_advise(tm, m.t[3].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, t0, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[7].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[5].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[1].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[8].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[4].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[4].p, GH_ADVICE_NORMAL) == GH_OK);
+  CHECK(gh_tensor_advise(tm, t0, GH_ADVICE_COLD) == GH_OK);
+  check_stats(tm, &m);
+  /* Nothing moved, no stream waited for; a prefetch of a tensor on the
+   * device neither. */
+  CHECK(gh_tensor_prefetch(tm, m.t[2].p, streams[2]) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.evictions == 0 && st.restores == 0);
+  CHECK_EQ_U64(host_mask(tm, &m), 0);
+  CHECK_EQ_U64(waits_of(tm), w0);
+  /* Under pressure: one victim per new frame, in advice order. */
+  const uint64_t want[] = {BIT(5), BIT(5) | BIT(1), BIT(5) | BIT(1) | BIT(7) | BIT(8),
+                           BIT(5) | BIT(1) | BIT(7) | BIT(8) | BIT(0)};
+  for (size_t k = 0; k < 4; k++) {
+    add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+    const uint64_t mask = host_mask(tm, &m);
+    CHECK_MSG(mask == want[k], "step %zu: host tensors %#llx, expected %#llx", k, (unsigned long long)mask,
+              (unsigned long long)want[k]);
+    check_stats(tm, &m);
+  }
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.evictions, 4);
+  CHECK(waits_of(tm) > w0);
+  /* No cold tensor left on the device but the pinned one: CLOCK picks
+   * others, never T3. */
+  for (int k = 0; k < 3; k++) {
+    add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+    CHECK(tier_of(tm, m.t[3].p) == GH_TIER_DEVICE);
+    check_stats(tm, &m);
+  }
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  /* Writes to an evicted tensor land; its prefetch brings it back warm. */
+  m.t[5].stamp = rnd();
+  pat_fill(m.t[5].p, 0, m.t[5].bytes, m.t[5].stamp);
+  CHECK(gh_tensor_prefetch(tm, m.t[5].p, streams[1]) == GH_OK);
+  CHECK(tier_of(tm, m.t[5].p) == GH_TIER_DEVICE && tier_of(tm, m.t[3].p) == GH_TIER_DEVICE);
+  check_one(&m.t[5], 1);
+  /* Unpinned, T3 is still cold (advised after its pin): the next victim. */
+  CHECK(gh_tensor_unpin(tm, m.t[3].p) == GH_OK);
+  m.t[3].pins = 0;
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+  CHECK(tier_of(tm, m.t[3].p) == GH_TIER_HOST);
+  /* A pin makes it normal again: after the unpin T2, marked now, goes first. */
+  CHECK(gh_tensor_advise(tm, m.t[3].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_pin(tm, m.t[3].p) == GH_OK);
+  CHECK(gh_tensor_unpin(tm, m.t[3].p) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[2].p, GH_ADVICE_COLD) == GH_OK);
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+  CHECK(tier_of(tm, m.t[2].p) == GH_TIER_HOST && tier_of(tm, m.t[3].p) == GH_TIER_DEVICE);
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+  check_frame_map(tm);
+  drain_and_destroy(tm, &m);
+
+  /* Batches: 20 device frames, low watermark 0.85 (17 frames). */
+  tm = make_tm_low(40, 80, 0, 0, 0);
+  if (!tm) {
+    free(m.t);
+    return;
+  }
+  for (int i = 0; i < 20; i++) add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+  static const size_t order[] = {9, 3, 15, 0, 11, 7, 18, 4};
+  for (size_t i = 0; i < 8; i++) CHECK(gh_tensor_advise(tm, m.t[order[i]].p, GH_ADVICE_COLD) == GH_OK);
+  const uint64_t w1 = waits_of(tm);
+  uint64_t first = 0, second = 0;
+  for (size_t i = 0; i < 4; i++) first |= BIT(order[i]), second |= BIT(order[4 + i]);
+  /* One more frame: 4 go at once (21 - 17), the 4 oldest marks. */
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.evictions, 4);
+  CHECK_EQ_U64(host_mask(tm, &m), first);
+  CHECK_EQ_U64(waits_of(tm) - w1, 1);  /* one batch: one wait for their stream */
+  /* Three more fit in the room the batch made. */
+  for (int k = 0; k < 3; k++) add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.evictions, 4);
+  /* The next one: the other 4. */
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.evictions, 8);
+  CHECK_EQ_U64(host_mask(tm, &m), first | second);
+  CHECK_EQ_U64(waits_of(tm) - w1, 2);
+  printf("advice: %llu evictions in 2 batches, in advice order\n", (unsigned long long)st.evictions);
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
 /* ------------------------------------------------------------ adapters */
 static void adapters(void) {
   gh_tmgr_t* tm = make_tm(16, 32, 0, 0);
@@ -1051,6 +1247,7 @@ int main(int argc, char** argv) {
   cache_reuse();
   cache_split();
   many_small();
+  advice();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};

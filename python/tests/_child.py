@@ -1,0 +1,45 @@
+"""What the GPU tests (gpu_train.py, gpu_cupy.py) share: each of their runs
+goes to a fresh interpreter -- a framework's allocator can be chosen only
+once a process -- that writes its result as JSON.
+
+    from _child import SKIP, PYDIR, log, run
+    result, rc = run(__file__, ["--only", "b", ...], out_path, "gpu_train: config b", timeout=420)
+
+rc is 0 (result: the child's JSON), SKIP (77: the child skipped, e.g. no
+CUDA device) or 1 (it failed, wrote nothing, or ran past the timeout).
+"""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYDIR = os.path.dirname(HERE)  # python/: the package under test comes first on PYTHONPATH
+SKIP = 77
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def run(script, args, out, tag, timeout):
+    """Run `script` with `args` plus ["--out", out] in a fresh interpreter
+    (unbuffered; PYTHONPATH: python/ first). Returns (result, 0) with the
+    JSON the child wrote to `out`, (None, SKIP) when it exited with SKIP, or
+    (None, 1) when it failed, wrote nothing or was killed after `timeout`
+    seconds; `tag` names the run in the log."""
+    cmd = [sys.executable, "-u", os.path.abspath(script)] + [str(x) for x in args] + ["--out", out]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([PYDIR] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    try:
+        rc = subprocess.run(cmd, env=env, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        log(f"{tag} killed after {timeout:.0f} s")
+        return None, 1
+    if rc == SKIP:
+        return None, SKIP
+    if rc != 0 or not os.path.exists(out):
+        log(f"{tag} failed (exit {rc})")
+        return None, 1
+    with open(out) as f:
+        return json.load(f), 0
