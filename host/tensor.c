@@ -509,10 +509,14 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
   return rc;
 }
 
-/* A host allocation mapped nowhere but at its alias goes back to the pool
- * (kept up to twice its target), else is released. */
+/* A host allocation mapped nowhere but at its alias goes back to the pool,
+ * whatever its size: pinning host memory costs ~0.5 ms a frame, so memory
+ * that a restore gives back is kept for the next eviction (a training step
+ * evicts and restores the same bytes every step). It stays counted in the
+ * host budget; gh_tm_host_get releases pooled allocations when the budget
+ * needs them, gh_tmgr_empty_cache trims the pool to its target. */
 static void gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
-  if (tm->pool_n + pa->n <= 2 * tm->pool_target && tm->pool_cnt < tm->pool_cap) {
+  if (tm->pool_cnt < tm->pool_cap) {
     tm->pool[tm->pool_cnt++] = *pa;
     tm->pool_n += pa->n;
     if (gh_tm_pa_big(tm, pa)) tm->pool_bigs++; else tm->pool_ones++;
@@ -1479,7 +1483,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->pool_target = o.host_pool_frames < tm->host_budget_f ? o.host_pool_frames : tm->host_budget_f;
   tm->pool_ones_target = tm->pool_target < GH_TM_POOL_ONES ? tm->pool_target : GH_TM_POOL_ONES;
   tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / tm->chunk;
-  tm->pool_cap = 2 * tm->pool_target + 1;
+  tm->pool_cap = tm->host_budget_f + 1; /* every pooled allocation holds a frame of the host budget */
   tm->vf = calloc(tm->n_va, sizeof *tm->vf);
   tm->pool = calloc(tm->pool_cap, sizeof *tm->pool);
   tm->alias_used = calloc(alias_big_f + host_f + 1, 1);
@@ -1919,6 +1923,12 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 1);
   gh_tm_cache_release(tm, SIZE_MAX);
+  /* Host memory kept by restores beyond what the pool thread keeps. */
+  while (tm->pool_n > tm->pool_target && tm->pool_cnt) {
+    const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
+    gh_tm_pool_take(tm, tm->pool_cnt - 1);
+    gh_tm_host_unmake(tm, &pa);
+  }
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }

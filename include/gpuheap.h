@@ -178,7 +178,9 @@ typedef struct gh_tmgr_options_s {
    * single frames, the rest in chunk-sized slabs (8 frames), so that an
    * eviction never pins memory under the provider lock (~5 ms a 16 MiB
    * slab on CUDA). Default 64: 128 MiB of pinned host memory with 2 MiB
-   * frames, taken from host_budget and created at startup; 0 = no thread. */
+   * frames, taken from host_budget and created at startup; 0 = no thread.
+   * Host memory that restores give back is kept too (within host_budget)
+   * for later evictions, until gh_tmgr_empty_cache. */
   uint32_t host_pool_frames;
   uint32_t flags;            /* GH_TMGR_* */
 } gh_tmgr_options_t;
@@ -281,8 +283,9 @@ typedef struct gh_frame_info_s {
 int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* count);
 /* Give back frames that hold no live tensor (cached or freed), as
  * torch.cuda.empty_cache does: waits for every pending free's stream to
- * reach it, then unmaps and releases every cached frame; tensors are not
- * moved. */
+ * reach it, then unmaps and releases every cached frame, and releases the
+ * host memory that restores gave back beyond host_pool_frames; tensors are
+ * not moved. */
 int gh_tmgr_empty_cache(gh_tmgr_t* tm);
 int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user);
 /* A sync point: reclaim completed frees, restore/evict to the watermarks,

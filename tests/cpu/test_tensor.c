@@ -1234,6 +1234,40 @@ static void adapters(void) {
   drain_and_destroy(tm, &m);
 }
 
+/* Host memory given back by restores is kept for the next evictions (a
+ * training step evicts and restores about the same bytes every step), and
+ * gh_tmgr_empty_cache trims it back to the pool's target. */
+static void host_reuse(void) {
+  gh_tmgr_t* tm = make_tm(64, 64, 2, 0);
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  const size_t fb = s.frame_bytes, frames = 24, bytes = frames * fb;
+  void* p = NULL;
+  CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &p) == GH_OK && p);
+  memset(p, 0x5A, bytes);
+  size_t live0 = 0, live1 = 0;
+  for (int round = 0; round < 3; round++) {
+    CHECK(gh_tensor_evict(tm, p) == GH_OK);
+    CHECK(_gh_tmgr_sim_live(tm, GH_TIER_HOST, round ? &live1 : &live0) == GH_OK);
+    CHECK(gh_tensor_prefetch(tm, p, NULL) == GH_OK);
+    CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+    CHECK(s.host_pool_frames >= frames); /* all of it kept, not twice the target (4) */
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+  }
+  CHECK(live1 <= live0); /* the later evictions created no host memory */
+  for (size_t i = 0; i < bytes; i++)
+    if (((const unsigned char*)p)[i] != 0x5A) {
+      CHECK_MSG(0, "byte %zu changed", i);
+      break;
+    }
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  CHECK(s.host_pool_frames <= 2); /* trimmed to the target */
+  CHECK(gh_tensor_free(tm, p, NULL) == GH_OK);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
 int main(int argc, char** argv) {
   const double scale = gh_test_scale();
   size_t ops = (size_t)(1500 * scale);
@@ -1248,6 +1282,7 @@ int main(int argc, char** argv) {
   cache_split();
   many_small();
   advice();
+  host_reuse();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
