@@ -176,58 +176,46 @@ _KIND_ALIASES = {
 }
 
 
+def _parse_enum(value, enum_cls, table, what, where, names):
+    """value as an enum_cls: itself, an int in range, or a name of `table`
+    (matched lower-case, with "-" and " " read as "_"); Error(ERR_INVAL)
+    naming `what` otherwise."""
+    if isinstance(value, enum_cls):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return enum_cls(value)
+        except ValueError:
+            raise Error(ERR_INVAL, f"{what} {value} is not 0..{len(enum_cls) - 1}", where) from None
+    if isinstance(value, str):
+        v = table.get(value.strip().lower().replace("-", "_").replace(" ", "_"))
+        if v is not None:
+            return v
+    raise Error(ERR_INVAL, f"unknown {what} {value!r} ({names})", where)
+
+
 def parse_kind(kind):
     """A Kind from a Kind, an int 0..3 or a name ("weights", "activations",
     "optimizer", "workspace"; aliases "parameters", "gradients" (= optimizer),
     "buffers" (= weights), ...). Error(ERR_INVAL) otherwise."""
-    if isinstance(kind, Kind):
-        return kind
-    if isinstance(kind, bool):
-        raise Error(ERR_INVAL, f"kind {kind!r}", "parse_kind")
-    if isinstance(kind, int):
-        try:
-            return Kind(kind)
-        except ValueError:
-            raise Error(ERR_INVAL, f"kind {kind} is not 0..{len(Kind) - 1}", "parse_kind") from None
-    if isinstance(kind, str):
-        k = _KIND_ALIASES.get(kind.strip().lower().replace("-", "_").replace(" ", "_"))
-        if k is not None:
-            return k
-    raise Error(ERR_INVAL, f"unknown kind {kind!r} (one of: {', '.join(sorted(_KIND_ALIASES))})", "parse_kind")
+    return _parse_enum(kind, Kind, _KIND_ALIASES, "kind", "parse_kind", "one of: " + ", ".join(sorted(_KIND_ALIASES)))
+
+
+_ADVICE_NAMES = {"cold": Advice.COLD, "normal": Advice.NORMAL, "warm": Advice.NORMAL}
 
 
 def parse_advice(advice):
     """An Advice from an Advice, an int 0..1 or a name ("cold", "normal";
     also "warm" = normal). Error(ERR_INVAL) otherwise."""
-    if isinstance(advice, Advice):
-        return advice
-    if isinstance(advice, int) and not isinstance(advice, bool):
-        try:
-            return Advice(advice)
-        except ValueError:
-            raise Error(ERR_INVAL, f"advice {advice} is not 0..{len(Advice) - 1}", "parse_advice") from None
-    if isinstance(advice, str):
-        a = {"cold": Advice.COLD, "normal": Advice.NORMAL, "warm": Advice.NORMAL}.get(advice.strip().lower())
-        if a is not None:
-            return a
-    raise Error(ERR_INVAL, f"unknown advice {advice!r} (cold, normal)", "parse_advice")
+    return _parse_enum(advice, Advice, _ADVICE_NAMES, "advice", "parse_advice", "cold, normal")
+
+
+_BACKEND_NAMES = {"default": Backend.DEFAULT, "cuda": Backend.CUDA_VMM, "cuda_vmm": Backend.CUDA_VMM,
+                  "vmm": Backend.CUDA_VMM, "sim": Backend.SIM, "simulation": Backend.SIM}
 
 
 def _parse_backend(b):
-    if isinstance(b, Backend):
-        return b
-    if isinstance(b, int) and not isinstance(b, bool):
-        try:
-            return Backend(b)
-        except ValueError:
-            pass
-    if isinstance(b, str):
-        key = b.strip().lower().replace("-", "_")
-        table = {"default": Backend.DEFAULT, "cuda": Backend.CUDA_VMM, "cuda_vmm": Backend.CUDA_VMM,
-                 "vmm": Backend.CUDA_VMM, "sim": Backend.SIM, "simulation": Backend.SIM}
-        if key in table:
-            return table[key]
-    raise Error(ERR_INVAL, f"unknown backend {b!r} (default, cuda_vmm, sim)", "options")
+    return _parse_enum(b, Backend, _BACKEND_NAMES, "backend", "options", "default, cuda_vmm, sim")
 
 
 # ---------------------------------------------------------------- options
