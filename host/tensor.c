@@ -473,6 +473,13 @@ static void gh_tm_pool_take(gh_tmgr_t* tm, size_t i) {
   if (gh_tm_pa_big(tm, &pa)) tm->pool_bigs--; else tm->pool_ones--;
 }
 
+/* Release the pool's last allocation (the pool is not empty). */
+static void gh_tm_pool_release_last(gh_tmgr_t* tm) {
+  const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
+  gh_tm_pool_take(tm, tm->pool_cnt - 1);
+  gh_tm_host_unmake(tm, &pa);
+}
+
 /* A host allocation of n frames (tm->chunk: a big one; 1: a single frame):
  * from the pool, else created now within the host budget (giving back pool
  * allocations of the other size if the budget needs it). */
@@ -486,11 +493,7 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
     *out = tm->pool[i];
     gh_tm_pool_take(tm, i);
   } else {
-    while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) {
-      const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
-      gh_tm_pool_take(tm, tm->pool_cnt - 1);
-      gh_tm_host_unmake(tm, &pa);
-    }
+    while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) gh_tm_pool_release_last(tm);
     const uint32_t alias = tm->host_used + n <= tm->host_budget_f ? gh_tm_alias_get(tm, big) : GH_TM_NO_ALIAS;
     if (alias == GH_TM_NO_ALIAS) {
       rc = _gh_error(GH_ERR_BUDGET, "host budget of %zu frames spent (%zu used, %zu asked)", tm->host_budget_f,
@@ -1569,11 +1572,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     for (size_t v = 0; v < tm->heap_vf; v++)
       if (tm->vf[v].tier != GH_TIER_NONE) gh_tm_vframes_drop(tm, v, 1);  /* single frames */
     tm->pool_target = 0;
-    while (tm->pool_cnt) {
-      const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
-      gh_tm_pool_take(tm, tm->pool_cnt - 1);
-      gh_tm_host_unmake(tm, &pa);
-    }
+    while (tm->pool_cnt) gh_tm_pool_release_last(tm);
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
     tm->ops->close(tm->fr);
   }
@@ -1924,11 +1923,7 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
   gh_tm_reclaim(tm, 1);
   gh_tm_cache_release(tm, SIZE_MAX);
   /* Host memory kept by restores beyond what the pool thread keeps. */
-  while (tm->pool_n > tm->pool_target && tm->pool_cnt) {
-    const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
-    gh_tm_pool_take(tm, tm->pool_cnt - 1);
-    gh_tm_host_unmake(tm, &pa);
-  }
+  while (tm->pool_n > tm->pool_target && tm->pool_cnt) gh_tm_pool_release_last(tm);
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }
@@ -2088,11 +2083,7 @@ int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
   } else {
     /* The pool's big allocations have the old size: give them all back. */
     gh_tm_pool_quiesce(tm);
-    while (tm->pool_cnt) {
-      const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
-      gh_tm_pool_take(tm, tm->pool_cnt - 1);
-      gh_tm_host_unmake(tm, &pa);
-    }
+    while (tm->pool_cnt) gh_tm_pool_release_last(tm);
     tm->chunk = frames;
     tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / tm->chunk;
     if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);

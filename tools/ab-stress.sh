@@ -10,8 +10,8 @@ set -u
 rounds=2
 if [ "${1:-}" = "-r" ]; then rounds=$2; shift 2; fi
 [ $# -ge 1 ] || { echo "usage: $0 [-r ROUNDS] DIR[:NAME=VALUE]..." >&2; exit 2; }
-for t in "$@"; do
-  d=${t%%:*}
+dirs=$(for t in "$@"; do echo "${t%%:*}"; done | sort -u)  # a tree given twice is built once
+for d in $dirs; do
   [ -f "$d/build/bench/gh_stress" ] && continue
   (cd "$d" && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUHEAP_BUILD_TESTS=OFF >/dev/null 2>&1 &&
      cmake --build build --target gh_stress -j "$(nproc)" >/dev/null 2>&1; echo "$d build rc=$?") &
