@@ -44,8 +44,11 @@ GH_FN void* gh_chunk_ptr(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t
 /* Source 1: reserve up to n chunks on the hint slot's page. When it has no
  * room, one thread moves the slot to GH_REFILL and becomes its refiller (it
  * goes on to find the next page; *hs says so). The others wait for the new
- * page (bounded; and only for classes with many chunks per page, where a
- * refill is rare) instead of each formatting a page of its own. Returns the
+ * page (bounded) instead of each formatting a page of its own: always for
+ * the slot's first page (GH_REFILL_COLD: all of a slot's first requests
+ * arrive together, and each page they opened would stay mostly empty in a
+ * class asked for rarely: bench/NOTES.md, visit 20), and later only for
+ * classes with many chunks per page, where a refill is rare. Returns the
  * chunks reserved; fewer than n: the rest come from the next sources.
  * Model `hint_grant`. */
 GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t slot, uint32_t n, gh_hint_t* hs,
@@ -57,23 +60,25 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
   for (uint32_t i = 0;; i++) {
     uint32_t p = gh_atomic_load_acquire(s);
     hs->seen = p;
-    if (p == GH_REFILL) {
-      if (!wait || i >= GH_REFILL_WAIT) return 0; /* the next sources, alone */
+    if (p == GH_REFILL || p == GH_REFILL_COLD) {
+      if ((!wait && p == GH_REFILL) || i >= GH_REFILL_WAIT) return 0; /* the next sources, alone */
       gh_backoff(i);
       continue;
     }
     uint32_t k = 0;
-    if (p != GH_NO_PAGE) {
+    if (p < GH_DROPPED) {
       uint32_t used = 0;
       k = gh_page_reserve(h, p, cls, n, &used);
       if (k) gh_grant_set(h, g, p, cls, k, used);
       if (k == n) return k;
     }
-    /* The page is full (we may have taken its last chunks): refill it. */
-    if (gh_atomic_cas_acq_rel(s, &p, GH_REFILL)) {
+    /* The page is full (we may have taken its last chunks), or there is
+     * none: refill the slot. */
+    const uint32_t mark = p == GH_NO_PAGE ? GH_REFILL_COLD : GH_REFILL;
+    if (gh_atomic_cas_acq_rel(s, &p, mark)) {
       hs->refiller = true;
-      hs->old = hs->seen;
-      hs->seen = GH_REFILL;
+      hs->old = hs->seen < GH_DROPPED ? hs->seen : GH_NO_PAGE;
+      hs->seen = mark;
       return k;
     }
     if (k) return k;

@@ -204,25 +204,28 @@ typedef struct gh_hint_s {
   bool refiller;
 } gh_hint_t;
 
+GH_FN bool gh_hint_refilling(uint32_t v) { return v == GH_REFILL || v == GH_REFILL_COLD; }
+
 /* Put pinned page p_new in the slot: model `install`. Only the slot's
- * refiller changes a slot from GH_REFILL, so this is a store; the refiller
- * owns the pin of the page it took out and drops it. */
+ * refiller changes a slot from GH_REFILL(_COLD), so this is a store; the
+ * refiller owns the pin of the page it took out and drops it. */
 GH_FN void gh_hint_install(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_hint_t* hs, uint32_t p_new) {
-  gh_assert_internal(hs->refiller && gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot)) == GH_REFILL);
+  gh_assert_internal(hs->refiller && gh_hint_refilling(gh_atomic_load_relaxed(gh_hint_slot(h, cls, slot))));
   gh_atomic_store_release(gh_hint_slot(h, cls, slot), p_new);
   if (hs->old != GH_NO_PAGE) gh_page_unpin(h, hs->old);
   hs->refiller = false;
   hs->seen = p_new;
 }
 
-/* A refiller that found no page to install gives the slot up: model
- * `abandon`. */
+/* A refiller that found no page to install (or was served without one)
+ * gives the slot up, as GH_DROPPED (its next refill is not a cold one):
+ * model `abandon`. */
 GH_FN void gh_hint_abandon(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_hint_t* hs) {
   if (!hs->refiller) return;
-  gh_atomic_store_release(gh_hint_slot(h, cls, slot), GH_NO_PAGE);
+  gh_atomic_store_release(gh_hint_slot(h, cls, slot), GH_DROPPED);
   if (hs->old != GH_NO_PAGE) gh_page_unpin(h, hs->old);
   hs->refiller = false;
-  hs->seen = GH_NO_PAGE;
+  hs->seen = GH_DROPPED;
 }
 
 /* Take up to *left of the chunks reserved on page p, from one bitmap word:

@@ -146,7 +146,7 @@ GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) {
      * that slot holds p, i.e. while p is pinned for it. */
     if (gh_state_kind(st) != GH_STATE_KIND_CHUNK) continue;
     uint32_t expected = p;
-    if (gh_atomic_cas_acq_rel(gh_hint_slot(h, gh_state_class(st), gh_state_slot(st)), &expected, GH_NO_PAGE)) {
+    if (gh_atomic_cas_acq_rel(gh_hint_slot(h, gh_state_class(st), gh_state_slot(st)), &expected, GH_DROPPED)) {
       gh_page_unpin(h, p);
       freed++;
     }

@@ -22,8 +22,11 @@
  *                 that reservations race on; holding the class here lets one
  *                 fetch-add both reserve and check the page.
  *   xchunks[p*chunk_words + w]  chunk bitmap of a chunk page: 1 = chunk taken.
- *   xhints[c*n_slots + s]       page index, GH_NO_PAGE, or GH_REFILL while
- *                 the one thread that found the page full finds the next.
+ *   xhints[c*n_slots + s]       page index, GH_NO_PAGE (never held one since
+ *                 the heap was created or reset), GH_DROPPED (gave its page
+ *                 up), or GH_REFILL while the one thread that found the page
+ *                 full finds the next (GH_REFILL_COLD for the slot's first
+ *                 page, which every class waits for).
  *   xroom[c*n_words + p/32]  per class, bit p%32: page p is probably a page
  *                 of the class with free chunks and in no hint slot. A hint
  *                 only: set and cleared around the transitions (page.h),
@@ -43,7 +46,8 @@
  *   popcount(chunk bitmap) == used(xcount) <= per_page(class)
  *   xhints[class][slot] == p  =>  xcount & OPEN|PINNED, xstate ==
  *                       CHUNK(class, slot)
- *   xhints[class][slot] == GH_REFILL  <=>  one thread is the slot's refiller
+ *   xhints[class][slot] == GH_REFILL(_COLD)  <=>  one thread is the slot's
+ *                       refiller
  *   (the converse of the first, xcount & PINNED => p in its slot, holds
  *   only while no refill is in flight: the page a refiller took out stays
  *   pinned, by the refiller, until it installs or abandons. The SPIN model
@@ -64,6 +68,8 @@
 #define GH_MAX_CLASSES 64u            /* 16 B .. 16 KiB */
 #define GH_NO_PAGE 0xFFFFFFFFu
 #define GH_REFILL 0xFFFFFFFEu         /* a hint slot being refilled by one thread */
+#define GH_REFILL_COLD 0xFFFFFFFDu    /* the same, for a slot's first page: the others wait */
+#define GH_DROPPED 0xFFFFFFFCu        /* a slot that held a page and gave it up (not cold) */
 #define GH_REFILL_WAIT 24u            /* re-reads of a REFILL slot before searching alone */
 #define GH_MAX_SLOTS (1u << 16)
 

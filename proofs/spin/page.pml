@@ -116,6 +116,9 @@
 #define NHINTS (NCLASSES * NSLOTS)
 #define NONE 255                    /* GH_NO_PAGE */
 #define REFILL 254                  /* GH_REFILL */
+#define REFILL_COLD 253             /* GH_REFILL_COLD: the slot's first page */
+#define DROPPED 252                 /* GH_DROPPED: a slot that gave its page up */
+#define IS_REFILL(v) ((v) == REFILL || (v) == REFILL_COLD)
 
 #define PER_PAGE(c) ((c) == 0 -> PP0 : PP1)
 #define VALID(c) ((1 << PER_PAGE(c)) - 1)
@@ -169,7 +172,7 @@ byte xpages[NWORDS];                /* page bitmap */
 byte xstate[NPAGES];
 byte xcount[NPAGES];
 byte xchunks[NPAGES];               /* one chunk-bitmap word per page */
-byte xhints[NHINTS];                /* [class * NSLOTS + slot]: a page, NONE or REFILL */
+byte xhints[NHINTS];                /* [class * NSLOTS + slot]: a page, NONE, DROPPED, REFILL or REFILL_COLD */
 
 /* ---- Ghost state -------------------------------------------------------- */
 byte chunk_owner[NCHUNKS];          /* [page * PPMAX + bit]: 0, or thread + 1 */
@@ -394,7 +397,7 @@ inline pin(pn_p, pn_cls, pn_ok) {
  * refiller drops the pin of the page it took out of the slot, h_old. */
 inline install(in_cls, in_slot, in_new) {
   d_step {
-    CHECK(slot_was_refill, refiller && xhints[(in_cls) * NSLOTS + (in_slot)] == REFILL &&
+    CHECK(slot_was_refill, refiller && IS_REFILL(xhints[(in_cls) * NSLOTS + (in_slot)]) &&
                            slot_refiller[(in_cls) * NSLOTS + (in_slot)] == me + 1);
     xhints[(in_cls) * NSLOTS + (in_slot)] = (in_new);
     slot_refiller[(in_cls) * NSLOTS + (in_slot)] = 0
@@ -409,15 +412,15 @@ inline install(in_cls, in_slot, in_new) {
 }
 
 /* include/gpuheap/page.h: gh_hint_abandon. A refiller that installed
- * nothing stores NONE in its slot and drops the pin of the page it took
+ * nothing stores DROPPED in its slot and drops the pin of the page it took
  * out. */
 inline abandon(ab_cls, ab_slot) {
   if
   :: refiller ->
      d_step {
-       CHECK(slot_was_refill, xhints[(ab_cls) * NSLOTS + (ab_slot)] == REFILL &&
+       CHECK(slot_was_refill, IS_REFILL(xhints[(ab_cls) * NSLOTS + (ab_slot)]) &&
                               slot_refiller[(ab_cls) * NSLOTS + (ab_slot)] == me + 1);
-       xhints[(ab_cls) * NSLOTS + (ab_slot)] = NONE;
+       xhints[(ab_cls) * NSLOTS + (ab_slot)] = DROPPED;
        slot_refiller[(ab_cls) * NSLOTS + (ab_slot)] = 0
      };
      if
@@ -612,7 +615,7 @@ inline run_free(rf_s, rf_head) {
 /* include/gpuheap/run.h: gh_steal_pinned. For each page: a load of xcount;
  * if it reads OPEN|PINNED|0, a load of xstate, which is skipped unless it
  * is a CHUNK state, whose class and slot fields name the hint slot; CAS of
- * that slot from the page to NONE; the winner unpins the page, which closes
+ * that slot from the page to DROPPED; the winner unpins the page, which closes
  * it if it is still empty. The model checks that the slot's address lies
  * inside the hint array (MUTATION_STEAL_ANY_KIND: without the kind check,
  * it does not). */
@@ -638,7 +641,7 @@ inline steal(st_freed) {
            CHECK(slot_in_range, s_idx < NHINTS);
            d_step {
              if
-             :: xhints[s_idx] == s_p -> xhints[s_idx] = NONE; s_won = true
+             :: xhints[s_idx] == s_p -> xhints[s_idx] = DROPPED; s_won = true
              :: else -> s_won = false
              fi
            };
@@ -775,25 +778,26 @@ inline new_page(np_p, np_cls, np_n) {
 
 /* include/gpuheap/core.h: gh_grant_from_hint. Load the slot. REFILL: look
  * again (classes with at least REFILL_MIN chunks a page, while fewer than
- * REFILL_WAIT looks were made; the code: GH_REFILL_WAIT) or give up. A
+ * REFILL_WAIT looks were made; the code: GH_REFILL_WAIT) or give up;
+ * REFILL_COLD (the slot's first page): look again whatever the class. A
  * page: reserve on it; all of hg_n: done. Else (no page, or it could not
- * give all) CAS the slot from what was seen to REFILL: the winner is the
- * refiller and owns the pin of the page it took out; a loser with chunks
- * returns them, one without looks again. */
+ * give all) CAS the slot from what was seen to REFILL (REFILL_COLD from
+ * NONE): the winner is the refiller and owns the pin of the page it took
+ * out, if any; a loser with chunks returns them, one without looks again. */
 inline hint_grant(hg_cls, hg_n) {
   hg_i = 0;
   k = 0;
   do
   :: h_seen = xhints[(hg_cls) * NSLOTS + slot];
      if
-     :: h_seen == REFILL ->
+     :: IS_REFILL(h_seen) ->
         if
-        :: PER_PAGE(hg_cls) < REFILL_MIN || hg_i >= REFILL_WAIT -> break
+        :: (PER_PAGE(hg_cls) < REFILL_MIN && h_seen == REFILL) || hg_i >= REFILL_WAIT -> break
         :: else -> skip             /* back off and look again */
         fi
      :: else ->
         if
-        :: h_seen != NONE ->
+        :: h_seen < DROPPED ->
            reserve(h_seen, hg_cls, hg_n, k, ub);
            gp = (k > 0 -> h_seen : gp)
         :: else -> skip
@@ -805,7 +809,7 @@ inline hint_grant(hg_cls, hg_n) {
         d_step {
           if
           :: xhints[(hg_cls) * NSLOTS + slot] == h_seen ->
-             xhints[(hg_cls) * NSLOTS + slot] = REFILL;
+             xhints[(hg_cls) * NSLOTS + slot] = (h_seen == NONE -> REFILL_COLD : REFILL);
              CHECK(one_refiller, slot_refiller[(hg_cls) * NSLOTS + slot] == 0);
              slot_refiller[(hg_cls) * NSLOTS + slot] = me + 1;
              hg_won = true
@@ -813,7 +817,7 @@ inline hint_grant(hg_cls, hg_n) {
           fi
         };
         if
-        :: hg_won -> refiller = true; h_old = h_seen; break
+        :: hg_won -> refiller = true; h_old = (h_seen < DROPPED -> h_seen : NONE); break
         :: else -> skip
         fi;
         if
@@ -1139,9 +1143,9 @@ proctype monitor() {
     do
     :: i < NHINTS ->
        q = xhints[i];
-       CHECK(refill_has_refiller, (q == REFILL) == (slot_refiller[i] != 0));
+       CHECK(refill_has_refiller, IS_REFILL(q) == (slot_refiller[i] != 0));
        if
-       :: q != NONE && q != REFILL ->
+       :: q < DROPPED ->
           CHECK(slot_holds_pinned, (xcount[q] & (C_OPEN | C_PINNED)) == (C_OPEN | C_PINNED) &&
                                    xstate[q] == S_CHUNK(i / NSLOTS, i % NSLOTS) && page_owner[q] == G_CHUNKS)
        :: else -> skip
@@ -1195,7 +1199,7 @@ init {
     od;
     q = 0;
     do
-    :: q < NHINTS -> CHECK(page_settled, xhints[q] != REFILL); q++
+    :: q < NHINTS -> CHECK(page_settled, !IS_REFILL(xhints[q])); q++
     :: else -> break
     od;
     q = 0
@@ -1209,7 +1213,7 @@ init {
     od;
     q = 0;
     do
-    :: q < NHINTS -> CHECK(heap_empty, xhints[q] == NONE); q++
+    :: q < NHINTS -> CHECK(heap_empty, xhints[q] == NONE || xhints[q] == DROPPED); q++
     :: else -> break
     od;
     q = 0

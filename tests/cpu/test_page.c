@@ -67,7 +67,11 @@ static void test_transitions(void) {
   gh_grant_t hg;
   gh_hint_t hs;
   CHECK(gh_grant_from_hint(h, cls, 1, 1, &hs, &hg) == 0 && hs.refiller && hs.old == GH_NO_PAGE);
-  CHECK(*gh_hint_slot(h, cls, 1) == GH_REFILL);
+  CHECK(*gh_hint_slot(h, cls, 1) == GH_REFILL_COLD); /* the slot's first page: the others wait */
+  {
+    gh_hint_t waiter;
+    CHECK(gh_grant_from_hint(h, cls, 1, 1, &waiter, &hg) == 0 && !waiter.refiller && waiter.seen == GH_REFILL_COLD);
+  }
   CHECK(gh_pages_claim(h, 0, 1u << 7) == (1u << 7));
   CHECK(gh_grant_from_new_page(h, 7, cls, 1, 1, &hs, &hg) == 1 && !hs.refiller && hs.seen == 7);
   CHECK(*gh_hint_slot(h, cls, 1) == 7);
@@ -96,8 +100,14 @@ static void test_transitions(void) {
   CHECK(gh_grant_from_hint(h, cls, 1, per, &hs, &hg) == per - 1 && hs.refiller && hs.old == 8);
   gh_page_unreserve(h, 8, per - 1); /* give the grant back untaken */
   gh_hint_abandon(h, cls, 1, &hs);
-  CHECK(*gh_hint_slot(h, cls, 1) == GH_NO_PAGE && !hs.refiller);
+  CHECK(*gh_hint_slot(h, cls, 1) == GH_DROPPED && !hs.refiller);
   CHECK(gh_atomic_load_relaxed(&h->xcount[8]) == (GH_COUNT_OPEN | gh_count_class(cls) | 1u));
+  /* A slot given up is not cold: its next refill is GH_REFILL, which a class
+   * with few chunks per page does not wait for. */
+  CHECK(gh_grant_from_hint(h, cls, 1, 1, &hs, &hg) == 0 && hs.refiller && hs.old == GH_NO_PAGE);
+  CHECK(*gh_hint_slot(h, cls, 1) == GH_REFILL);
+  CHECK(gh_grant_from_hint(h, cls, 1, 1, &other, &hg) == 0 && !other.refiller && other.seen == GH_REFILL);
+  gh_hint_abandon(h, cls, 1, &hs);
   /* Stealing takes an empty pinned page out of its slot. */
   CHECK(gh_chunks_release(h, 8, 0, 1u) == 1u);
   gh_page_unreserve(h, 8, 1);
@@ -108,7 +118,7 @@ static void test_transitions(void) {
   CHECK(gh_steal_pinned(h) == 0); /* page 9 has a chunk */
   gh_page_unreserve(h, 9, 1);     /* (reserved, never taken) */
   CHECK(gh_steal_pinned(h) == 1);
-  CHECK(page_settled_free(h, 9) && *gh_hint_slot(h, cls, 2) == GH_NO_PAGE);
+  CHECK(page_settled_free(h, 9) && *gh_hint_slot(h, cls, 2) == GH_DROPPED);
 
   /* Runs: claim across a word boundary, free once, second free refused. */
   CHECK(gh_run_claim(h, 30, 4));
