@@ -36,7 +36,7 @@ for stage in $stages; do
       # The efficiency at the first NULL and where the heap's bytes are then,
       # for the defaults and variants set through the environment
       # (GH_EFF_VARIANTS: a list of NAME=VALUE, one variant each).
-      for v in "" ${GH_EFF_VARIANTS:-GPUHEAP_CLASS_SLOTS=64 GPUHEAP_PROBE_LIMIT=16}; do
+      for v in "" ${GH_EFF_VARIANTS:-}; do
         echo "-- ${v:-defaults}"
         env $v timeout 120 stdbuf -oL ./build-gpu/bench/gh_stress --efficiency --reps 7
       done 2>&1 | tee "$out/efficiency.log" | grep -E "^--|median" ;;
