@@ -12,9 +12,21 @@ manager. Each call is timed with time.perf_counter_ns around it; median and
 p90 in microseconds, after one warm-up pass. The two include Python's call
 overhead (a ctypes call costs about as much as a torch binding call; both
 are measured on an empty function and printed, so the overhead can be
-subtracted)."""
+subtracted).
+
+  python3 bench/torch_alloc.py --lib build-gpu/libgpuheap.so --tensors --csv out.csv
+
+--tensors: the latency as a PyTorch program sees it instead: torch.empty(b,
+dtype=uint8, device="cuda") and dropping the last reference, timed the same
+way, in two fresh interpreters, one on PyTorch's caching allocator and one
+after gpuheap.torch.enable() (PyTorch then calls gpuheap's entry points
+from C++, with no ctypes in between). Both include PyTorch's own tensor
+construction and destruction, which is the same in both."""
 import argparse
 import ctypes
+import json
+import os
+import subprocess
 import statistics
 import sys
 import time
@@ -59,11 +71,83 @@ def measure(alloc, free, b):
     return statistics.median(a), p90(a), statistics.median(f), p90(f)
 
 
+def measure_tensors(torch, b):
+    """measure() for tensors: allocate with torch.empty, free by dropping the
+    only reference."""
+    iters, live = iters_for(b), live_for(b)
+    a, f = [], []
+    for _ in range(2):
+        a, f = [], []
+        i = 0
+        while i < iters:
+            n = min(live, iters - i)
+            ts = []
+            for _ in range(n):
+                t0 = time.perf_counter_ns()
+                ts.append(torch.empty(b, dtype=torch.uint8, device="cuda"))
+                a.append((time.perf_counter_ns() - t0) / 1e3)
+            for j in range(n):
+                t0 = time.perf_counter_ns()
+                ts[j] = None
+                f.append((time.perf_counter_ns() - t0) / 1e3)
+            i += n
+    return statistics.median(a), p90(a), statistics.median(f), p90(f)
+
+
+def tensor_child(which):
+    """One interpreter's half of --tensors: rows as JSON on the last line."""
+    import torch
+
+    if not torch.cuda.is_available():
+        print("torch_alloc.py: no CUDA device", file=sys.stderr)
+        return 2
+    if which == "gpuheap":
+        import gpuheap.torch
+
+        gpuheap.torch.enable()
+    rows = [(which, b) + measure_tensors(torch, b) for b in SIZES]
+    torch.cuda.synchronize()
+    print(json.dumps(rows))
+    return 0
+
+
+def tensors(args):
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ)
+    env["GPUHEAP_LIBRARY"] = os.path.abspath(args.lib)
+    pydir = os.path.join(os.path.dirname(here), "python")
+    env["PYTHONPATH"] = os.pathsep.join([pydir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    rows = []
+    for which in ("torch", "gpuheap"):
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--child", which], env=env,
+                           capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            sys.stderr.write(r.stdout + r.stderr)
+            return r.returncode
+        rows += [tuple(x) for x in json.loads(r.stdout.strip().splitlines()[-1])]
+    print("tensors: torch.empty and the last reference dropped, fresh interpreter per allocator")
+    print(f"{'allocator':<10} {'bytes':>12} {'alloc med':>10} {'alloc p90':>10} {'free med':>10} {'free p90':>10}")
+    for r in sorted(rows, key=lambda r: (r[1], r[0] != "torch")):
+        print(f"{r[0]:<10} {r[1]:>12} {r[2]:>10.2f} {r[3]:>10.2f} {r[4]:>10.2f} {r[5]:>10.2f}", flush=True)
+    if args.csv:
+        with open(args.csv, "w") as fh:
+            fh.write("allocator,bytes,alloc_us_median,alloc_us_p90,free_us_median,free_us_p90\n")
+            for r in rows:
+                fh.write("%s,%d,%.3f,%.3f,%.3f,%.3f\n" % tuple(r))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True, help="path to libgpuheap.so")
     ap.add_argument("--csv", help="write allocator,bytes,alloc_us_median,alloc_us_p90,free_us_median,free_us_p90")
+    ap.add_argument("--tensors", action="store_true", help="time torch.empty and its release under each allocator")
+    ap.add_argument("--child", choices=("torch", "gpuheap"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        return tensor_child(args.child)
+    if args.tensors:
+        return tensors(args)
 
     import torch
 

@@ -47,7 +47,9 @@ for stage in $stages; do
       timeout 240 stdbuf -oL ./build-gpu/bench/bench_tensor --csv "$out/tensor-latency.csv" \
         --loop-csv "$out/tensor-loop.csv" 2>&1 | tee "$out/tensor.log" | tail -30
       timeout 240 python3 bench/torch_alloc.py --lib build-gpu/libgpuheap.so --csv "$out/torch-latency.csv" 2>&1 |
-        tee "$out/torch-latency.log" | tail -20 ;;
+        tee "$out/torch-latency.log" | tail -20
+      timeout 240 python3 bench/torch_alloc.py --lib build-gpu/libgpuheap.so --tensors \
+        --csv "$out/torch-tensor-latency.csv" 2>&1 | tee "$out/torch-tensor-latency.log" | tail -16 ;;
     python)
       # The Python package on PyTorch and CuPy (python/tests).
       export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python

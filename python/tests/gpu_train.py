@@ -56,6 +56,8 @@ def parse_args(argv=None):
     ap.add_argument("--offload-mode", choices=["cold", "evict"], default="cold",
                     help="(c): gpuheap.torch.offload's mode (cold: advise, evict under pressure; evict: at once)")
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")
+    ap.add_argument("--low-watermark", type=float, help="(c)'s eviction target, a fraction of the budget "
+                    "(default: the library's)")
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
     ap.add_argument("--snapshot-dir", help="(c): write the frame map at the end of a forward (json, html, png)")
     ap.add_argument("--time-limit", type=float, default=300, help="seconds per config process")
@@ -148,6 +150,8 @@ def child(a):
             # The default host budget (half the device budget) cannot hold what
             # the device budget leaves out: give the host the whole peak and more.
             kw["host_budget"] = 2 * a.peak + (1 << 30)
+            if a.low_watermark is not None:
+                kw["low_watermark"] = a.low_watermark
         m = ght.enable(**kw)
         ooms = []
         m.set_oom_observer(lambda n, st: ooms.append(n))
@@ -258,6 +262,8 @@ def run_child(a, cfg, tmp, peak=0):
             "--budget-fraction", a.budget_fraction, "--time-limit", a.time_limit, "--peak", peak]
     if a.snapshot_dir:
         args += ["--snapshot-dir", a.snapshot_dir]
+    if a.low_watermark is not None:
+        args += ["--low-watermark", a.low_watermark]
     log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")
     return run(__file__, args, os.path.join(tmp, f"{cfg}.json"), f"gpu_train: config {cfg} ({CONFIGS[cfg]})",
                a.time_limit + 120)
