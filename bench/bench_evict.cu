@@ -31,6 +31,8 @@
  *           the library's default chunk)
  *   --json  min / median / max for every row and chunk, and the probe
  *   --probe also time the driver's VMM calls apart (see probe() below)
+ *   --probe-host only: what mapping 64 MiB of host memory costs for each
+ *           kind of host allocation (probe_host_kinds() below)
  */
 #include <algorithm>
 #include <stdio.h>
@@ -216,6 +218,52 @@ static void probe(int reps) {
   PCU(pd.addr_free(va, total));
 }
 
+/* --probe-host: does the kind of host allocation change what mapping it
+ * costs? 64 MiB of host memory as one allocation of each location type the
+ * driver offers (HOST, HOST_NUMA node 0, HOST_NUMA_CURRENT), mapped, one
+ * access call, unmapped; medians of reps. A kind the driver refuses is
+ * reported with its CUresult. */
+static void probe_host_kinds(int reps) {
+  probe_load();
+  const size_t total = (size_t)64 << 20;
+  CUdeviceptr va = 0;
+  PCU(pd.reserve(&va, total, total, 0, 0));
+  printf("probe-host: 64 MiB of host memory, one allocation, mapped, one access call, unmapped (medians of %d)\n",
+         reps);
+  printf("%-18s | %9s %9s %9s %9s\n", "location", "create ms", "map ms", "access ms", "unmap ms");
+  const struct { CUmemLocationType type; int id; const char* name; } kinds[3] = {
+      {CU_MEM_LOCATION_TYPE_HOST, 0, "host"},
+      {CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, "host_numa 0"},
+      {CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0, "host_numa_current"}};
+  for (int k = 0; k < 3; k++) {
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    p.location.type = kinds[k].type;
+    p.location.id = kinds[k].id;
+    CUmemGenericAllocationHandle h;
+    const double c0 = now_s();
+    const CUresult r = pd.create(&h, total, &p, 0);
+    const double c1 = now_s();
+    if (r != CUDA_SUCCESS) {
+      printf("%-18s | refused by cuMemCreate: CUresult %d\n", kinds[k].name, (int)r);
+      continue;
+    }
+    std::vector<double> tm[3];
+    for (int i = -1; i < reps; i++) {
+      double t[3];
+      probe_cycle(va, &h, 1, total, t);
+      if (i >= 0)
+        for (int j = 0; j < 3; j++) tm[j].push_back(t[j]);
+    }
+    printf("%-18s | %9.3f %9.3f %9.3f %9.3f\n", kinds[k].name, 1e3 * (c1 - c0), 1e3 * median(tm[0]),
+           1e3 * median(tm[1]), 1e3 * median(tm[2]));
+    PCU(pd.release(h));
+  }
+  PCU(pd.addr_free(va, total));
+}
+
 /* The evict step under the microscope (64 MiB, the driver directly): the
  * copy device -> host slab alone; the remap alone (unmap the device
  * allocation at home, map the host slab there, one access call); the copy
@@ -341,7 +389,7 @@ int main(int argc, char** argv) {
   size_t max_mib = 1024;
   const char* csv_path = NULL;
   const char* json_path = NULL;
-  int do_probe = 0;
+  int do_probe = 0, probe_host = 0;
   std::vector<size_t> chunks = {4, 8, 16, 32};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -353,8 +401,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!strcmp(argv[i], "--probe")) do_probe = 1;
+    else if (!strcmp(argv[i], "--probe-host")) probe_host = 1;
     else {
-      fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--chunks F,...] [--csv PATH] [--json PATH] [--probe]\n",
+      fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--chunks F,...] [--csv PATH] [--json PATH] [--probe] "
+              "[--probe-host]\n",
               argv[0]);
       return 2;
     }
@@ -368,6 +418,11 @@ int main(int argc, char** argv) {
     return 77;
   }
   CUDA_OK(cudaSetDevice(0));
+  if (probe_host) {
+    CUDA_OK(cudaFree(0)); /* a context for the driver calls */
+    probe_host_kinds(reps);
+    return 0;
+  }
   cudaDeviceProp prop;
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));
   int driver = 0, runtime = 0;
