@@ -84,6 +84,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "frames.h"
 #include "frames_sim.h"
@@ -199,7 +200,8 @@ struct gh_tmgr_s {
   size_t free_hint;  /* no FREE tensor vframe below it */
   size_t hand;       /* CLOCK hand */
   uint64_t cold_seq; /* cold marks made so far: their order */
-  uint64_t waits;    /* streams of tensors waited for (test hook) */
+  uint64_t waits;    /* streams of tensors waited for (test hook; stats: stream_waits) */
+  uint64_t wait_ns, moves, move_ns; /* stats: stream_wait_ns, moves, move_ns */
   size_t prot_lo, prot_hi;  /* vframes that may not be chosen as victims now */
 
   size_t dev_budget_f, host_budget_f;
@@ -307,8 +309,15 @@ static void gh_tm_sset_tensor(gh_tm_sset_t* ss, const gh_tensor_t* t) {
 
 /* Wait until every stream of the set has reached the present: record an
  * event on each and wait for it (not the whole device). */
+static uint64_t gh_tm_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
   int rc = GH_OK;
+  const uint64_t t0 = gh_tm_now_ns();
   const gh_stream_t* list = ss->all ? tm->streams : ss->s;
   const size_t n = ss->all ? tm->n_streams : ss->n;
   for (size_t i = 0; i < n && rc == GH_OK; i++) {
@@ -320,6 +329,7 @@ static int gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
     }
     tm->waits++;
   }
+  tm->wait_ns += gh_tm_now_ns() - t0;
   free(ss->s);
   memset(ss, 0, sizeof *ss);
   return rc;
@@ -814,12 +824,8 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   return u->k;
 }
 
-/* Move units u[0..n) (all mapped in the other tier) to tier `to`, after the
- * streams of their tensors reached the present. Device backing for a
- * restore is within the budget (checked by the caller). Returns the frames
- * moved (fewer when the target tier ran out). */
-static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to) {
-  if (n == 0) return 0;
+/* gh_tm_move without the accounting. */
+static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to) {
   gh_tm_sset_t ss = {0};
   for (size_t i = 0; i < n; i++) gh_tm_sset_vframe(tm, &ss, u[i].v0);  /* a unit's vframes share their tensors */
   if (gh_tm_sset_sync(tm, &ss) != GH_OK) return 0;
@@ -838,6 +844,19 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
   }
   for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH]);
   free(st);
+  return done;
+}
+
+/* Move units u[0..n) (all mapped in the other tier) to tier `to`, after the
+ * streams of their tensors reached the present. Device backing for a
+ * restore is within the budget (checked by the caller). Returns the frames
+ * moved (fewer when the target tier ran out). Counted in moves / move_ns. */
+static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to) {
+  if (n == 0) return 0;
+  const uint64_t t0 = gh_tm_now_ns();
+  tm->moves++;
+  const size_t done = gh_tm_move_units(tm, u, n, to);
+  tm->move_ns += gh_tm_now_ns() - t0;
   return done;
 }
 
@@ -1863,6 +1882,8 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->heap_grows = tm->heap_grows, s->heap_shrinks = tm->heap_shrinks;
   s->cached_frames = tm->cached;
   s->peak_tensor_bytes = tm->peak_bytes;
+  s->moves = tm->moves, s->move_ns = tm->move_ns;
+  s->stream_waits = tm->waits, s->stream_wait_ns = tm->wait_ns;
 }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {

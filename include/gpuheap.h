@@ -202,6 +202,11 @@ typedef struct gh_tmgr_stats_s {
   uint64_t heap_grows, heap_shrinks;              /* frames */
   size_t cached_frames;      /* device frames mapped with no live or pending tensor, kept for reuse (in the budget) */
   size_t peak_tensor_bytes;  /* most requested bytes of live tensors at once (gh_tmgr_reset_peak) */
+  /* Where the calling threads' time went (since creation): */
+  uint64_t moves;            /* batches of frames to move between tiers (evictions, restores; attempted) */
+  uint64_t move_ns;          /* host time in them, waits for streams and copies included */
+  uint64_t stream_waits;     /* waits for the streams of tensors about to move or be reused */
+  uint64_t stream_wait_ns;   /* host time in those waits (the GPU's queued work draining) */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met

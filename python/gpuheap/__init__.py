@@ -353,7 +353,8 @@ def stats_to_dict(s):
                               for k in range(_capi.KIND_COUNT)},
     }
     for f in ("pinned_tensors", "pending_frees", "host_pool_frames", "evictions", "restores",
-              "bytes_evicted", "bytes_restored", "oom_events", "heap_grows", "heap_shrinks"):
+              "bytes_evicted", "bytes_restored", "oom_events", "heap_grows", "heap_shrinks", "cached_frames",
+              "peak_tensor_bytes", "moves", "move_ns", "stream_waits", "stream_wait_ns"):
         d[f] = getattr(s, f)
     return d
 

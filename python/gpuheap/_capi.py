@@ -87,6 +87,10 @@ class TmgrStats(ctypes.Structure):
         ("heap_shrinks", c_uint64),
         ("cached_frames", c_size_t),
         ("peak_tensor_bytes", c_size_t),
+        ("moves", c_uint64),
+        ("move_ns", c_uint64),
+        ("stream_waits", c_uint64),
+        ("stream_wait_ns", c_uint64),
     ]
 
 

@@ -178,6 +178,7 @@ def child(a):
     t_start = time.monotonic()
     t0 = None
     moved0 = 0
+    s0 = {}
     dev_max = 0
     snap_taken = False
     for step in range(a.steps):
@@ -188,8 +189,8 @@ def child(a):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             if m is not None:
-                s = m.stats()
-                moved0 = s["bytes_evicted"] + s["bytes_restored"]
+                s0 = m.stats()
+                moved0 = s0["bytes_evicted"] + s0["bytes_restored"]
         x, y = xs[step % len(xs)], ys[step % len(ys)]
         opt.zero_grad(set_to_none=True)
         try:
@@ -243,6 +244,11 @@ def child(a):
         result["device_bytes_max_sampled"] = dev_max
         moved = s["bytes_evicted"] + s["bytes_restored"] - moved0
         result["bytes_moved_per_step"] = moved / timed if timed > 0 else float("nan")
+        # Where the manager's time went, per timed step: batches moved and
+        # host ms in them, waits for the streams and ms in those.
+        if timed > 0 and s0:
+            result["per_step"] = {k: (s[k] - s0.get(k, 0)) / timed * (1e-6 if k.endswith("_ns") else 1)
+                                  for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns")}
         result["oom"] = result["oom"] or s["oom_events"] > 0 or bool(ooms)
         result["memory_stats"] = dict(ght.memory_stats())
         if off is not None:
@@ -251,6 +257,8 @@ def child(a):
         json.dump(result, f, indent=1)
     log(f"gpu_train[{cfg}] ({CONFIGS[cfg]}): {result['steps_done']} steps, {result['ms_per_step']:.2f} ms/step, "
         f"{result['bytes_moved_per_step'] / 1e9:.3f} GB moved/step")
+    if result.get("per_step"):
+        log(f"gpu_train[{cfg}]: per step {json.dumps(result['per_step'])}")
     return 0
 
 
@@ -322,6 +330,10 @@ def parent(a):
         log(f"gpu_train: (c) offload counters {rcc.get('offload')}, evictions {rcc['stats']['evictions']}, "
             f"restores {rcc['stats']['restores']}, device max (sampled) "
             f"{rcc['device_bytes_max_sampled'] / 2**30:.3f} GiB of budget {rcc['device_budget'] / 2**30:.3f} GiB")
+        ps = rcc.get("per_step")
+        if ps:
+            log(f"gpu_train: (c) a step: {ps['moves']:.1f} batches moved in {ps['move_ns']:.1f} ms, "
+                f"{ps['stream_waits']:.1f} stream waits in {ps['stream_wait_ns']:.1f} ms (host time)")
     if a.csv:
         write_csv(a.csv, results)
         log(f"gpu_train: wrote {a.csv}")

@@ -362,6 +362,9 @@ static void random_run(uint64_t seed, size_t ops) {
   CHECK(s.evictions > 0); /* restores: over all seeds (a short run may have none) */
   random_restores += s.restores;
   CHECK(s.bytes_evicted == s.evictions * s.frame_bytes && s.bytes_restored == s.restores * s.frame_bytes);
+  /* Each batch of moves (attempted) is counted and timed, after a wait for its streams. */
+  CHECK(s.moves > 0 && s.move_ns > 0);
+  CHECK(s.stream_waits > 0);
   CHECK(max_pending > 0);
   drain_and_destroy(tm, &m);
   free(m.t);
