@@ -56,6 +56,8 @@ def parse_args(argv=None):
     ap.add_argument("--offload-mode", choices=["cold", "evict"], default="cold",
                     help="(c): gpuheap.torch.offload's mode (cold: advise, evict under pressure; evict: at once)")
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")
+    ap.add_argument("--profile", action="store_true", help="run the timed steps under torch.profiler and print "
+                    "where the time goes (device time of the kernels, host time of the operators; internal)")
     ap.add_argument("--low-watermark", type=float, help="(c)'s eviction target, a fraction of the budget "
                     "(default: the library's)")
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
@@ -187,6 +189,10 @@ def child(a):
             break
         if step == a.warmup:
             torch.cuda.synchronize()
+            if a.profile:
+                prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                          torch.profiler.ProfilerActivity.CUDA])
+                prof.__enter__()
             t0 = time.perf_counter()
             if m is not None:
                 s0 = m.stats()
@@ -232,6 +238,9 @@ def child(a):
         log(f"gpu_train[{cfg}] step {step} loss {v:.6f} ({v.hex()}){extra}")
     torch.cuda.synchronize()
     timed = result["steps_done"] - a.warmup
+    if a.profile and t0 is not None:
+        prof.__exit__(None, None, None)
+        profile_report(prof, timed, cfg)
     result["ms_per_step"] = (time.perf_counter() - t0) * 1e3 / timed if t0 is not None and timed > 0 else float("nan")
     if m is None:
         result["peak"] = torch.cuda.max_memory_allocated()
@@ -263,6 +272,17 @@ def child(a):
 
 
 # ---------------------------------------------------------------- the parent
+def profile_report(prof, steps, cfg):
+    """--profile: per step, the kernels' device time and the busiest
+    operators by device and by host time."""
+    ka = prof.key_averages()
+    dev = "self_device_time_total" if hasattr(ka[0], "self_device_time_total") else "self_cuda_time_total"
+    total = sum(getattr(e, dev) for e in ka) / 1e3 / max(steps, 1)
+    log(f"gpu_train[{cfg}] profile: kernels' device time {total:.2f} ms a step (over {steps} steps)")
+    log(ka.table(sort_by=dev, row_limit=12))
+    log(ka.table(sort_by="self_cpu_time_total", row_limit=12))
+
+
 def run_child(a, cfg, tmp, peak=0):
     args = ["--only", cfg, "--steps", a.steps, "--warmup", a.warmup, "--batch", a.batch, "--image", a.image,
             "--width", a.width, "--blocks", a.blocks, "--classes", a.classes, "--seed", a.seed,
