@@ -432,6 +432,12 @@ class Offload:
     on the host when a kernel reads it is read over PCIe: slower, still
     correct.
 
+    prefetch_distance defaults to 1: while moves are synchronous (below), a
+    tensor restored further ahead takes room that the next evictions then
+    take back, and the training run of python/tests/gpu_train.py measured
+    distance 0 / 1 / 2 / 3 at about 110 / 120 / 135 / 161 ms a step
+    (bench/NOTES.md, host side, row 11).
+
     Cost: a prefetch of an evicted tensor (and an eviction) moves frames at
     once, after waiting for the work queued on the streams of the tensors
     moved (not the device).
@@ -441,7 +447,7 @@ class Offload:
     counted in .counters ("hint_errors") and warned about once.
     """
 
-    def __init__(self, prefetch_distance=2, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
+    def __init__(self, prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
                  tensor_info=None, tensor_ptr=None, stream=None):
         for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -582,7 +588,7 @@ class Offload:
         return cm.__exit__(*exc) if cm is not None else False
 
 
-def offload(prefetch_distance=2, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold"):
+def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold"):
     """with gpuheap.torch.offload(): loss = model(x)  -- see Offload (mode
     "cold", the default: saved tensors are advised cold and evicted only when
     the device budget needs room; "evict": evicted at once). Backward may run

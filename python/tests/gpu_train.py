@@ -52,7 +52,7 @@ def parse_args(argv=None):
     ap.add_argument("--blocks", type=int, default=2, help="residual blocks per stage (3 stages)")
     ap.add_argument("--classes", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prefetch-distance", type=int, default=2)
+    ap.add_argument("--prefetch-distance", type=int, default=1)
     ap.add_argument("--offload-mode", choices=["cold", "evict"], default="cold",
                     help="(c): gpuheap.torch.offload's mode (cold: advise, evict under pressure; evict: at once)")
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")

@@ -761,6 +761,10 @@ class TestOffloadCold(TestOffloadBookkeeping):
         self.assertEqual(ght.offload(manager=FakeManager(), mode="evict").mode, "evict")
         self.assertEqual(ght.OFFLOAD_MODES, ("cold", "evict"))
 
+    def test_default_distance_is_one(self):
+        self.assertEqual(ght.Offload(manager=FakeManager()).prefetch_distance, 1)
+        self.assertEqual(ght.offload(manager=FakeManager()).prefetch_distance, 1)
+
     def test_forward_then_backward(self):
         """A whole step: pack advises all but the newest keep_last, in packing
         order; unpack prefetches each one and the next prefetch_distance in
