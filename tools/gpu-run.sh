@@ -21,7 +21,8 @@ for stage in $stages; do
   echo "== $stage =="
   case $stage in
     build)
-      timeout 400 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUHEAP_BUILD_PROOFS=ON > "$out/build.log" 2>&1 &&
+      timeout 400 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUHEAP_BUILD_PROOFS=ON -DGPUHEAP_BUILD_TESTS=ON \
+        > "$out/build.log" 2>&1 &&
         timeout 400 cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1
       echo "build rc=$?"; tail -3 "$out/build.log" ;;
     tests)
