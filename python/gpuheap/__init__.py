@@ -558,6 +558,11 @@ class Manager:
         else:
             _check(fn(self.handle), "gh_tmgr_empty_cache")
 
+    def reset_peak(self):
+        """gh_tmgr_reset_peak: restart stats()["peak_tensor_bytes"] from the
+        bytes live now (as torch.cuda.reset_peak_memory_stats)."""
+        _check(_need(self._lib, "gh_tmgr_reset_peak")(self.handle), "gh_tmgr_reset_peak")
+
     def maintain(self):
         """gh_tmgr_maintain: a sync point (reclaim frees, evict/restore to the watermarks)."""
         _check(self._lib.gh_tmgr_maintain(self.handle), "gh_tmgr_maintain")

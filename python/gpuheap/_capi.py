@@ -134,6 +134,7 @@ PROTOTYPES = {
     "gh_tmgr_stats": (c_int, [_P, ctypes.POINTER(TmgrStats)], True),
     "gh_tmgr_frame_map": (c_int, [_P, ctypes.POINTER(FrameInfo), c_size_t, ctypes.POINTER(c_size_t)], False),
     "gh_tmgr_empty_cache": (c_int, [_P], False),
+    "gh_tmgr_reset_peak": (c_int, [_P], False),
     "gh_tmgr_set_oom_observer": (c_int, [_P, OOM_FN, _P], True),
     "gh_tmgr_maintain": (c_int, [_P], True),
     "gh_tmgr_set_global": (c_int, [_P], True),

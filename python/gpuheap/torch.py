@@ -147,6 +147,8 @@ def torch_style_stats(st):
       reserved_bytes.all.current   bytes of mapped frames (tensor and device-heap
                                    frames, device and host tiers)
       allocation.all.current       live tensors
+      allocated_bytes.all.peak     the most requested bytes live at once
+                                   (Manager.reset_peak restarts it)
       num_ooms                     requests that found neither tier with room
 
     and gpuheap's own, prefixed "gpuheap.": budgets, frame_bytes, frames per
@@ -154,10 +156,12 @@ def torch_style_stats(st):
     host_bytes (mapped frames per tier), allocated_bytes.<tier>.current,
     allocated_bytes.<kind>.current, allocation.<kind>.current, evictions,
     restores, bytes_evicted, bytes_restored, pinned_tensors, pending_frees,
-    host_pool_frames, heap_grows, heap_shrinks.
+    host_pool_frames, heap_grows, heap_shrinks, cached_frames, and where the
+    manager's time went: moves (batches moved between tiers), move_ns,
+    stream_waits, stream_wait_ns.
 
-    Left out, because gpuheap has nothing that means the same: *.peak and
-    *.allocated / *.freed (the library keeps no peaks or totals: sample it),
+    Left out, because gpuheap has nothing that means the same: the other
+    *.peak keys and *.allocated / *.freed (no totals: sample them),
     active_bytes, inactive_split, the small/large pool split,
     num_alloc_retries (gpuheap never drops a cache and retries: it evicts,
     see gpuheap.evictions), num_device_alloc / num_device_free."""
@@ -167,6 +171,7 @@ def torch_style_stats(st):
         "allocated_bytes.all.current": sum(st["tensor_bytes"].values()),
         "reserved_bytes.all.current": sum(st["frames"][t] + st["heap_frames"][t] for t in tiers) * fb,
         "allocation.all.current": sum(st["tensors"].values()),
+        "allocated_bytes.all.peak": st.get("peak_tensor_bytes", 0),
         "num_ooms": st["oom_events"],
         "gpuheap.device_budget": st["device_budget"],
         "gpuheap.host_budget": st["host_budget"],
@@ -184,6 +189,8 @@ def torch_style_stats(st):
     for c in ("evictions", "restores", "bytes_evicted", "bytes_restored", "pinned_tensors", "pending_frees",
               "host_pool_frames", "heap_grows", "heap_shrinks"):
         out["gpuheap." + c] = st[c]
+    for c in ("cached_frames", "moves", "move_ns", "stream_waits", "stream_wait_ns"):
+        out["gpuheap." + c] = st.get(c, 0)
     return collections.OrderedDict(sorted(out.items()))
 
 

@@ -430,6 +430,12 @@ class TestStats(unittest.TestCase):
         self.assertEqual(m["allocated_bytes.all.current"], 10 * MiB)
         self.assertEqual(m["reserved_bytes.all.current"], (6 + 3 + 2) * 2 * MiB)
         self.assertEqual(m["allocation.all.current"], 10)
+        self.assertEqual(m["allocated_bytes.all.peak"], 0)
+        peaked = ght.torch_style_stats(gpuheap.stats_to_dict(fake_stats(peak_tensor_bytes=12 * MiB, moves=3,
+                                                                         move_ns=5000)))
+        self.assertEqual(peaked["allocated_bytes.all.peak"], 12 * MiB)
+        self.assertEqual((peaked["gpuheap.moves"], peaked["gpuheap.move_ns"]), (3, 5000))
+        self.assertEqual(peaked["gpuheap.stream_waits"], 0)
         self.assertEqual(m["num_ooms"], 1)
         self.assertEqual(m["gpuheap.device_bytes"], 8 * 2 * MiB)
         self.assertEqual(m["gpuheap.host_bytes"], 3 * 2 * MiB)
@@ -437,7 +443,7 @@ class TestStats(unittest.TestCase):
                          m["allocated_bytes.all.current"])
         self.assertEqual(m["gpuheap.allocated_bytes.weights.current"], 4 * MiB)
         self.assertEqual(m["gpuheap.evictions"], 7)
-        self.assertFalse([k for k in m if k.endswith(".peak")])  # the library keeps no peaks
+        self.assertEqual([k for k in m if k.endswith(".peak")], ["allocated_bytes.all.peak"])  # the one peak kept
         fm = FakeManager(stats=st)
         self.assertEqual(ght.memory_stats(fm), m)
 
