@@ -200,6 +200,12 @@ def memory_stats(manager=None):
     return torch_style_stats(_mgr(manager).stats())
 
 
+def reset_peak_memory_stats(manager=None):
+    """Restart memory_stats()["allocated_bytes.all.peak"] from the bytes live
+    now (gh_tmgr_reset_peak), as torch.cuda.reset_peak_memory_stats() would."""
+    _mgr(manager).reset_peak()
+
+
 def empty_cache(manager=None):
     """Give back frames that hold no live tensor (gh_tmgr_empty_cache); tensors
     are not moved. (torch.cuda.empty_cache() does nothing under gpuheap.)"""

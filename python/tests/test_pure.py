@@ -483,6 +483,10 @@ class FakeLib:
         self.calls.append(("maintain",))
         return 0
 
+    def gh_tmgr_reset_peak(self, h):
+        self.calls.append(("reset_peak",))
+        return 0
+
 
 class TestFrameMapBinding(unittest.TestCase):
     def frames(self, n):
@@ -512,6 +516,17 @@ class TestFrameMapBinding(unittest.TestCase):
         gpuheap.Manager._borrow(0x1234, old).empty_cache()
         self.assertEqual(old.calls, [("maintain",)])
         self.assertEqual(gpuheap.Manager._borrow(0x1234, lib).frame_map(), [])
+
+    def test_reset_peak(self):
+        lib = FakeLib([])
+        m = gpuheap.Manager._borrow(0x1234, lib)
+        m.reset_peak()
+        ght.reset_peak_memory_stats(m)
+        self.assertEqual(lib.calls, [("reset_peak",), ("reset_peak",)])
+        lib.gh_tmgr_reset_peak = None
+        with self.assertRaises(gpuheap.Error) as cm:
+            m.reset_peak()
+        self.assertEqual(cm.exception.code, gpuheap.ERR_UNSUPPORTED)
 
     def test_missing_frame_map(self):
         lib = FakeLib([])
