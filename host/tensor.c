@@ -202,6 +202,7 @@ struct gh_tmgr_s {
   uint64_t cold_seq; /* cold marks made so far: their order */
   uint64_t waits;    /* streams of tensors waited for (test hook; stats: stream_waits) */
   uint64_t wait_ns, moves, move_ns; /* stats: stream_wait_ns, moves, move_ns */
+  uint64_t host_placed; /* stats: host_placed_bytes */
   size_t prot_lo, prot_hi;  /* vframes that may not be chosen as victims now */
 
   size_t dev_budget_f, host_budget_f;
@@ -1196,6 +1197,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       }
     }
     gh_vframe_t* f = &tm->vf[v];
+    if (f->tier == GH_TIER_HOST) tm->host_placed += t->bytes;
     if (f->live == 0) {  /* an empty slab (a new one, or one of the cache) leaves the cache */
       gh_tm_count(tm, f, -1);
       if (!fresh) tm->slab_empty[kind]--;
@@ -1268,6 +1270,8 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
                              : _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
     }
     gh_tm_vf_set(tm, v, pas, npa);
+    for (size_t i = 0; i < npa; i++)
+      if (pas[i].tier == GH_TIER_HOST) tm->host_placed += pas[i].n * tm->frame;
     for (size_t i = 0; i < n; i++) {
       gh_vframe_t* f = &tm->vf[v + i];
       f->role = GH_VF_RUN, f->kind = (uint8_t)kind;
@@ -1884,6 +1888,7 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->peak_tensor_bytes = tm->peak_bytes;
   s->moves = tm->moves, s->move_ns = tm->move_ns;
   s->stream_waits = tm->waits, s->stream_wait_ns = tm->wait_ns;
+  s->host_placed_bytes = tm->host_placed;
 }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {

@@ -207,6 +207,8 @@ typedef struct gh_tmgr_stats_s {
   uint64_t move_ns;          /* host time in them, waits for streams and copies included */
   uint64_t stream_waits;     /* waits for the streams of tensors about to move or be reused */
   uint64_t stream_wait_ns;   /* host time in those waits (the GPU's queued work draining) */
+  uint64_t host_placed_bytes; /* bytes of new tensors placed in host memory because the device
+                                 budget had no room left after evicting (frames, for large ones) */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met

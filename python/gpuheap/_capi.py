@@ -91,6 +91,7 @@ class TmgrStats(ctypes.Structure):
         ("move_ns", c_uint64),
         ("stream_waits", c_uint64),
         ("stream_wait_ns", c_uint64),
+        ("host_placed_bytes", c_uint64),
     ]
 
 

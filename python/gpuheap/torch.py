@@ -158,7 +158,8 @@ def torch_style_stats(st):
     restores, bytes_evicted, bytes_restored, pinned_tensors, pending_frees,
     host_pool_frames, heap_grows, heap_shrinks, cached_frames, and where the
     manager's time went: moves (batches moved between tiers), move_ns,
-    stream_waits, stream_wait_ns.
+    stream_waits, stream_wait_ns; host_placed_bytes (new tensors placed in
+    host memory for want of device room).
 
     Left out, because gpuheap has nothing that means the same: the other
     *.peak keys and *.allocated / *.freed (no totals: sample them),
@@ -189,7 +190,7 @@ def torch_style_stats(st):
     for c in ("evictions", "restores", "bytes_evicted", "bytes_restored", "pinned_tensors", "pending_frees",
               "host_pool_frames", "heap_grows", "heap_shrinks"):
         out["gpuheap." + c] = st[c]
-    for c in ("cached_frames", "moves", "move_ns", "stream_waits", "stream_wait_ns"):
+    for c in ("cached_frames", "moves", "move_ns", "stream_waits", "stream_wait_ns", "host_placed_bytes"):
         out["gpuheap." + c] = st.get(c, 0)
     return collections.OrderedDict(sorted(out.items()))
 

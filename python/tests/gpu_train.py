@@ -257,7 +257,8 @@ def child(a):
         # host ms in them, waits for the streams and ms in those.
         if timed > 0 and s0:
             result["per_step"] = {k: (s[k] - s0.get(k, 0)) / timed * (1e-6 if k.endswith("_ns") else 1)
-                                  for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns")}
+                                  for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns",
+                                            "host_placed_bytes")}
         result["oom"] = result["oom"] or s["oom_events"] > 0 or bool(ooms)
         result["memory_stats"] = dict(ght.memory_stats())
         if off is not None:
@@ -353,7 +354,8 @@ def parent(a):
         ps = rcc.get("per_step")
         if ps:
             log(f"gpu_train: (c) a step: {ps['moves']:.1f} batches moved in {ps['move_ns']:.1f} ms, "
-                f"{ps['stream_waits']:.1f} stream waits in {ps['stream_wait_ns']:.1f} ms (host time)")
+                f"{ps['stream_waits']:.1f} stream waits in {ps['stream_wait_ns']:.1f} ms (host time), "
+                f"{ps['host_placed_bytes'] / 1e6:.1f} MB of new tensors placed in host memory")
     if a.csv:
         write_csv(a.csv, results)
         log(f"gpu_train: wrote {a.csv}")

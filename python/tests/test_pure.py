@@ -419,7 +419,8 @@ class TestStats(unittest.TestCase):
         self.assertEqual(d["tensors"], {"workspace": 1, "activations": 2, "optimizer": 3, "weights": 4})
         self.assertEqual(d["tensor_bytes_tier"]["weights"], {"none": 0, "device": 2 * MiB, "host": 2 * MiB})
         self.assertEqual(d["evictions"], 7)
-        for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns", "cached_frames", "peak_tensor_bytes"):
+        for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns", "cached_frames", "peak_tensor_bytes",
+                  "host_placed_bytes"):
             self.assertIn(k, d)
         json.dumps(d)
 

@@ -1271,6 +1271,32 @@ static void host_reuse(void) {
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
 
+/* New tensors that find no device room even after eviction (here: the
+ * budget is held by a pinned tensor) are placed in host memory, and
+ * counted in host_placed_bytes: a large one by its frames, a small one by
+ * its bytes. */
+static void host_placed(void) {
+  gh_tmgr_t* tm = make_tm(8, 64, 2, 0);
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  const size_t fb = s.frame_bytes, dev_frames = s.device_budget / fb;
+  CHECK(s.host_placed_bytes == 0);
+  void *held = NULL, *big = NULL, *small = NULL;
+  CHECK(gh_tensor_alloc(tm, dev_frames * fb, GH_KIND_WEIGHTS, NULL, &held) == GH_OK);
+  CHECK(gh_tensor_pin(tm, held) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 2 * fb, GH_KIND_ACTIVATIONS, NULL, &big) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 1000, GH_KIND_WORKSPACE, NULL, &small) == GH_OK);
+  gh_tier_t tier = GH_TIER_NONE;
+  CHECK(gh_tensor_tier(tm, big, &tier) == GH_OK && tier == GH_TIER_HOST);
+  CHECK(gh_tensor_tier(tm, small, &tier) == GH_OK && tier == GH_TIER_HOST);
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  CHECK_EQ_U64(s.host_placed_bytes, 2 * fb + 1000);
+  CHECK(gh_tensor_free(tm, small, NULL) == GH_OK && gh_tensor_free(tm, big, NULL) == GH_OK);
+  CHECK(gh_tensor_free(tm, held, NULL) == GH_OK);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
 int main(int argc, char** argv) {
   const double scale = gh_test_scale();
   size_t ops = (size_t)(1500 * scale);
@@ -1286,6 +1312,7 @@ int main(int argc, char** argv) {
   many_small();
   advice();
   host_reuse();
+  host_placed();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
