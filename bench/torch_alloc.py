@@ -48,6 +48,9 @@ def p90(v):
 
 
 def measure(alloc, free, b):
+    """Median and p90 of alloc(b) and of free(held, j, b), which releases
+    held[j] (the list holds the only reference, so dropping it from there
+    frees a tensor)."""
     iters, live = iters_for(b), live_for(b)
     a, f = [], []
     for _ in range(2):  # warm-up, then the measured pass
@@ -55,43 +58,26 @@ def measure(alloc, free, b):
         i = 0
         while i < iters:
             n = min(live, iters - i)
-            ptrs = []
+            held = []
             for _ in range(n):
                 t0 = time.perf_counter_ns()
                 p = alloc(b)
                 a.append((time.perf_counter_ns() - t0) / 1e3)
-                if not p:
+                if p is None or (isinstance(p, int) and not p):
                     raise RuntimeError(f"alloc of {b} bytes failed")
-                ptrs.append(p)
-            for p in ptrs:
-                t0 = time.perf_counter_ns()
-                free(p, b)
-                f.append((time.perf_counter_ns() - t0) / 1e3)
-            i += n
-    return statistics.median(a), p90(a), statistics.median(f), p90(f)
-
-
-def measure_tensors(torch, b):
-    """measure() for tensors: allocate with torch.empty, free by dropping the
-    only reference."""
-    iters, live = iters_for(b), live_for(b)
-    a, f = [], []
-    for _ in range(2):
-        a, f = [], []
-        i = 0
-        while i < iters:
-            n = min(live, iters - i)
-            ts = []
-            for _ in range(n):
-                t0 = time.perf_counter_ns()
-                ts.append(torch.empty(b, dtype=torch.uint8, device="cuda"))
-                a.append((time.perf_counter_ns() - t0) / 1e3)
+                held.append(p)
+                p = None
             for j in range(n):
                 t0 = time.perf_counter_ns()
-                ts[j] = None
+                free(held, j, b)
                 f.append((time.perf_counter_ns() - t0) / 1e3)
             i += n
     return statistics.median(a), p90(a), statistics.median(f), p90(f)
+
+
+def drop(held, j, b):
+    """free() for tensors: drop the last reference."""
+    held[j] = None
 
 
 def tensor_child(which):
@@ -105,7 +91,8 @@ def tensor_child(which):
         import gpuheap.torch
 
         gpuheap.torch.enable()
-    rows = [(which, b) + measure_tensors(torch, b) for b in SIZES]
+    rows = [(which, b) + measure(lambda n: torch.empty(n, dtype=torch.uint8, device="cuda"), drop, b)
+            for b in SIZES]
     torch.cuda.synchronize()
     print(json.dumps(rows))
     return 0
@@ -165,14 +152,14 @@ def main():
     def torch_alloc(b):
         return torch.cuda.caching_allocator_alloc(b, dev)
 
-    def torch_free(p, b):
-        torch.cuda.caching_allocator_delete(p)
+    def torch_free(held, j, b):
+        torch.cuda.caching_allocator_delete(held[j])
 
     def gh_alloc(b):
         return lib.gh_torch_alloc(b, dev, stream)
 
-    def gh_free(p, b):
-        lib.gh_torch_free(p, b, dev, stream)
+    def gh_free(held, j, b):
+        lib.gh_torch_free(held[j], b, dev, stream)
 
     # The cost of the call itself: a ctypes call and a torch binding call
     # that do (almost) nothing.

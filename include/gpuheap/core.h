@@ -60,7 +60,7 @@ GH_FN uint32_t gh_grant_from_hint(const gh_dheap_t* h, uint32_t cls, uint32_t sl
   for (uint32_t i = 0;; i++) {
     uint32_t p = gh_atomic_load_acquire(s);
     hs->seen = p;
-    if (p == GH_REFILL || p == GH_REFILL_COLD) {
+    if (gh_hint_refilling(p)) {
       if ((!wait && p == GH_REFILL) || i >= GH_REFILL_WAIT) return 0; /* the next sources, alone */
       gh_backoff(i);
       continue;

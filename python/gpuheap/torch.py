@@ -172,7 +172,7 @@ def torch_style_stats(st):
         "allocated_bytes.all.current": sum(st["tensor_bytes"].values()),
         "reserved_bytes.all.current": sum(st["frames"][t] + st["heap_frames"][t] for t in tiers) * fb,
         "allocation.all.current": sum(st["tensors"].values()),
-        "allocated_bytes.all.peak": st.get("peak_tensor_bytes", 0),
+        "allocated_bytes.all.peak": st["peak_tensor_bytes"],
         "num_ooms": st["oom_events"],
         "gpuheap.device_budget": st["device_budget"],
         "gpuheap.host_budget": st["host_budget"],
@@ -191,7 +191,7 @@ def torch_style_stats(st):
               "host_pool_frames", "heap_grows", "heap_shrinks"):
         out["gpuheap." + c] = st[c]
     for c in ("cached_frames", "moves", "move_ns", "stream_waits", "stream_wait_ns", "host_placed_bytes"):
-        out["gpuheap." + c] = st.get(c, 0)
+        out["gpuheap." + c] = st[c]
     return collections.OrderedDict(sorted(out.items()))
 
 
