@@ -33,6 +33,8 @@
  *   --probe also time the driver's VMM calls apart (see probe() below)
  *   --probe-host only: what mapping 64 MiB of host memory costs for each
  *           kind of host allocation (probe_host_kinds() below)
+ *   --probe-overlap only: whether remaps wait for or slow running kernels
+ *           (probe_overlap() below)
  */
 #include <algorithm>
 #include <stdio.h>
@@ -365,6 +367,133 @@ static void evict_probe(int reps) {
   PCU(pd.addr_free(va, 4 * U));
 }
 
+/* --probe-overlap: can the host remap frames while kernels run, without
+ * waiting for them or slowing them? A 16 MiB range is remapped (unmap the
+ * device allocation, map a host allocation, one access call, then back)
+ * with the GPU idle, while a kernel that only spins runs (~40 ms), and
+ * while a kernel streams 1 GiB of other memory; the host calls are timed,
+ * and the streaming kernel with and without the remaps beside it. If the
+ * driver waited for the kernels, a remap during the spin would take the
+ * spin's remaining time. Medians of reps. */
+__global__ void spin_ns(unsigned long long ns) {
+  unsigned long long t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 >= ns) break;
+  }
+}
+__global__ void stream_words(uint64_t* p, size_t words, int passes) {
+  for (int k = 0; k < passes; k++)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
+      p[i] = p[i] * 3 + 1;
+}
+
+static void probe_overlap(int reps) {
+  probe_load();
+  const size_t U = (size_t)16 << 20;
+  CUdeviceptr va = 0;
+  PCU(pd.reserve(&va, U, U, 0, 0));
+  CUmemAllocationProp pdv;
+  memset(&pdv, 0, sizeof pdv);
+  pdv.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  pdv.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  pdv.location.id = 0;
+  CUmemAllocationProp phs = pdv;
+  phs.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  CUmemAccessDesc d;
+  memset(&d, 0, sizeof d);
+  d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  d.location.id = 0;
+  d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CUmemGenericAllocationHandle dev, host;
+  PCU(pd.create(&dev, U, &pdv, 0));
+  PCU(pd.create(&host, U, &phs, 0));
+  PCU(pd.map(va, U, 0, dev, 0));
+  PCU(pd.access(va, U, &d, 1));
+  const size_t big = (size_t)1 << 30;
+  uint64_t* buf = NULL;
+  CUDA_OK(cudaMalloc(&buf, big));
+  CUDA_OK(cudaMemset(buf, 0, big));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+  /* One evict-like remap and one restore-like remap of the range: ms each. */
+  auto cycle = [&](double* out_ms, double* back_ms) {
+    double w0 = now_s();
+    PCU(pd.unmap(va, U));
+    PCU(pd.map(va, U, 0, host, 0));
+    PCU(pd.access(va, U, &d, 1));
+    const double w1 = now_s();
+    PCU(pd.unmap(va, U));
+    PCU(pd.map(va, U, 0, dev, 0));
+    PCU(pd.access(va, U, &d, 1));
+    *out_ms = 1e3 * (w1 - w0), *back_ms = 1e3 * (now_s() - w1);
+  };
+  const int cycles = 8;
+  std::vector<double> idle_o, idle_b, spin_o, spin_b, spin_left, st_o, st_b, st_alone, st_with;
+  for (int r = -1; r < reps; r++) {
+    double o, b;
+    cycle(&o, &b);
+    if (r >= 0) idle_o.push_back(o), idle_b.push_back(b);
+    /* During a 40 ms spin: remaps right after the launch. */
+    CUDA_OK(cudaEventRecord(e0, s));
+    spin_ns<<<1, 32, 0, s>>>(40ull * 1000 * 1000);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaEventRecord(e1, s));
+    const double l0 = now_s();
+    double so = 0, sb = 0;
+    for (int c = 0; c < cycles; c++) {
+      cycle(&o, &b);
+      so += o, sb += b;
+    }
+    const double remaps = 1e3 * (now_s() - l0);
+    const int busy = cudaEventQuery(e1) == cudaErrorNotReady;
+    CUDA_OK(cudaStreamSynchronize(s));
+    const double total = 1e3 * (now_s() - l0);
+    if (r >= 0) spin_o.push_back(so / cycles), spin_b.push_back(sb / cycles), spin_left.push_back(busy ? total - remaps : 0);
+    /* A streaming kernel alone, then with remaps beside it. */
+    float ka = 0, kw = 0;
+    CUDA_OK(cudaEventRecord(e0, s));
+    stream_words<<<132 * 8, 256, 0, s>>>(buf, big / 8, 8);
+    CUDA_OK(cudaEventRecord(e1, s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaEventElapsedTime(&ka, e0, e1));
+    CUDA_OK(cudaEventRecord(e0, s));
+    stream_words<<<132 * 8, 256, 0, s>>>(buf, big / 8, 8);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaEventRecord(e1, s));
+    so = sb = 0;
+    for (int c = 0; c < cycles; c++) {
+      cycle(&o, &b);
+      so += o, sb += b;
+    }
+    CUDA_OK(cudaStreamSynchronize(s));
+    CUDA_OK(cudaEventElapsedTime(&kw, e0, e1));
+    if (r >= 0) st_o.push_back(so / cycles), st_b.push_back(sb / cycles), st_alone.push_back(ka), st_with.push_back(kw);
+  }
+  printf("probe-overlap (16 MiB remapped device -> host / host -> device, ms, medians of %d; %d cycles per kernel)\n",
+         reps, cycles);
+  printf("  GPU idle:            evict-remap %.3f  restore-remap %.3f\n", median(idle_o), median(idle_b));
+  printf("  during a 40 ms spin: evict-remap %.3f  restore-remap %.3f  (spin still running after the remaps: "
+         "%.1f ms more)\n",
+         median(spin_o), median(spin_b), median(spin_left));
+  printf("  during a 1 GiB x8 streaming kernel: evict-remap %.3f  restore-remap %.3f; kernel %.3f ms alone, %.3f ms "
+         "with the remaps\n",
+         median(st_o), median(st_b), median(st_alone), median(st_with));
+  CUDA_OK(cudaEventDestroy(e0));
+  CUDA_OK(cudaEventDestroy(e1));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaFree(buf));
+  PCU(pd.unmap(va, U));
+  PCU(pd.release(dev));
+  PCU(pd.release(host));
+  PCU(pd.addr_free(va, U));
+}
+
 typedef struct row_s {
   size_t chunk;
   const char* direction;
@@ -389,7 +518,7 @@ int main(int argc, char** argv) {
   size_t max_mib = 1024;
   const char* csv_path = NULL;
   const char* json_path = NULL;
-  int do_probe = 0, probe_host = 0;
+  int do_probe = 0, probe_host = 0, probe_ovl = 0;
   std::vector<size_t> chunks = {4, 8, 16, 32};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -402,9 +531,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!strcmp(argv[i], "--probe")) do_probe = 1;
     else if (!strcmp(argv[i], "--probe-host")) probe_host = 1;
+    else if (!strcmp(argv[i], "--probe-overlap")) probe_ovl = 1;
     else {
       fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--chunks F,...] [--csv PATH] [--json PATH] [--probe] "
-              "[--probe-host]\n",
+              "[--probe-host] [--probe-overlap]\n",
               argv[0]);
       return 2;
     }
@@ -418,9 +548,10 @@ int main(int argc, char** argv) {
     return 77;
   }
   CUDA_OK(cudaSetDevice(0));
-  if (probe_host) {
+  if (probe_host || probe_ovl) {
     CUDA_OK(cudaFree(0)); /* a context for the driver calls */
-    probe_host_kinds(reps);
+    if (probe_host) probe_host_kinds(reps);
+    if (probe_ovl) probe_overlap(reps);
     return 0;
   }
   cudaDeviceProp prop;

@@ -1002,32 +1002,45 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
   return avail < k ? avail : k;
 }
 
-/* Bring the host units of vframes [v0, v0 + n) to the device (evicting
- * others, never these). GH_OK when all of them are on the device. */
-static int gh_tm_restore_range(gh_tmgr_t* tm, size_t v0, size_t n) {
-  gh_tm_unit_t* units = malloc(n * sizeof *units);
-  if (!units) return _gh_error(GH_ERR_NOMEM, "tensor manager: out of memory");
-  size_t nu = 0, m = 0;
+/* Bring units u[0..nu) (host, m frames in all) to the device, as many as
+ * fit after making room; the caller keeps them from being victims. */
+static int gh_tm_restore_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t nu, size_t m) {
+  if (m == 0) return GH_OK;
+  const size_t room = gh_tm_device_room(tm, m);
+  size_t take = 0, fit = 0;  /* the units that fit in the room */
+  while (take < nu && fit + u[take].k <= room) fit += u[take++].k;
+  const size_t moved = gh_tm_move(tm, u, take, GH_TIER_DEVICE);
+  if (moved < m) return _gh_error(GH_ERR_BUDGET, "restore: %zu of %zu frames found no device room", m - moved, m);
+  return GH_OK;
+}
+
+/* Append the host units of vframes [v0, v0 + n) to u (room for n more);
+ * returns how many, *m += their frames. */
+static size_t gh_tm_host_units(const gh_tmgr_t* tm, size_t v0, size_t n, gh_tm_unit_t* u, size_t* m) {
+  size_t nu = 0;
   for (size_t v = v0; v < v0 + n;) {
     if (tm->vf[v].tier != GH_TIER_HOST) {
       v++;
       continue;
     }
-    units[nu] = gh_tm_unit_of(tm, v);
-    m += units[nu].k;
-    v = units[nu].v0 + units[nu].k;
+    u[nu] = gh_tm_unit_of(tm, v);
+    *m += u[nu].k;
+    v = u[nu].v0 + u[nu].k;
     nu++;
   }
-  int rc = GH_OK;
-  if (m) {
-    tm->prot_lo = v0, tm->prot_hi = v0 + n;
-    const size_t room = gh_tm_device_room(tm, m);
-    tm->prot_lo = tm->prot_hi = 0;
-    size_t take = 0, fit = 0;  /* the units that fit in the room */
-    while (take < nu && fit + units[take].k <= room) fit += units[take++].k;
-    const size_t moved = gh_tm_move(tm, units, take, GH_TIER_DEVICE);
-    if (moved < m) rc = _gh_error(GH_ERR_BUDGET, "restore: %zu of %zu frames found no device room", m - moved, m);
-  }
+  return nu;
+}
+
+/* Bring the host units of vframes [v0, v0 + n) to the device (evicting
+ * others, never these). GH_OK when all of them are on the device. */
+static int gh_tm_restore_range(gh_tmgr_t* tm, size_t v0, size_t n) {
+  gh_tm_unit_t* units = malloc(n * sizeof *units);
+  if (!units) return _gh_error(GH_ERR_NOMEM, "tensor manager: out of memory");
+  size_t m = 0;
+  const size_t nu = gh_tm_host_units(tm, v0, n, units, &m);
+  tm->prot_lo = v0, tm->prot_hi = v0 + n;
+  const int rc = gh_tm_restore_units(tm, units, nu, m);
+  tm->prot_lo = tm->prot_hi = 0;
   free(units);
   return rc;
 }
@@ -1734,19 +1747,73 @@ static gh_tensor_t* gh_tm_enter(gh_tmgr_t* tm, const void* ptr, const char* what
   return t;
 }
 
+/* What a prefetch does to a tensor before its frames move: the stream
+ * joins its streams, the cold mark goes, its frames get the most credits. */
+static void gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream) {
+  gh_tm_tensor_add_stream(t, stream);
+  gh_tm_set_cold(tm, t, 0);
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
+    if (tm->vf[v].clock < gh_tm_credit(GH_KIND_WEIGHTS)) tm->vf[v].clock = gh_tm_credit(GH_KIND_WEIGHTS);
+}
+
 int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch: NULL manager");
   int rc;
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_prefetch", &rc);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
-    gh_tm_tensor_add_stream(t, stream);
-    gh_tm_set_cold(tm, t, 0);
-    for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
-      if (tm->vf[v].clock < gh_tm_credit(GH_KIND_WEIGHTS)) tm->vf[v].clock = gh_tm_credit(GH_KIND_WEIGHTS);
+    gh_tm_prefetch_mark(tm, t, stream);
     /* Frames all on the device: no move, no stream waited for. */
     rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
   }
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
+static int gh_tm_cmp_unit(const void* a, const void* b) {
+  const gh_tm_unit_t *x = a, *y = b;
+  return x->v0 < y->v0 ? -1 : x->v0 > y->v0;
+}
+
+int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stream_t stream) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_many: NULL manager");
+  if (n && !ptrs) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_many: %zu tensors at NULL", n);
+  if (n == 0) return GH_OK;
+  pthread_mutex_lock(&tm->mu);
+  gh_tm_reclaim(tm, 0);
+  int rc = gh_tm_stream_seen(tm, stream);
+  gh_tensor_t** ts = rc == GH_OK ? malloc(n * sizeof *ts) : NULL;
+  if (rc == GH_OK && !ts) rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_prefetch_many: out of memory");
+  /* Every pointer first: a bad one fails the call before anything changes. */
+  size_t frames = 0;
+  for (size_t i = 0; rc == GH_OK && i < n; i++) {
+    ts[i] = ptrs[i] ? gh_tm_find(tm, ptrs[i]) : NULL;
+    if (!ts[i]) rc = gh_tm_bad_ptr(tm, ptrs[i], "gh_tensor_prefetch_many");
+    else frames += ts[i]->nvf;
+  }
+  gh_tm_unit_t* units = rc == GH_OK ? malloc(frames * sizeof *units) : NULL;
+  if (rc == GH_OK && !units) rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_prefetch_many: out of memory");
+  if (rc == GH_OK) {
+    /* Their frames are marked, so that making room evicts none of them; the
+     * host units of all of them move in one batch. */
+    size_t nu = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+      gh_tm_prefetch_mark(tm, ts[i], stream);
+      for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 1;
+    }
+    for (size_t i = 0; i < n; i++) nu += gh_tm_host_units(tm, ts[i]->vf0, ts[i]->nvf, units + nu, &m);
+    /* Tensors sharing a frame found its unit once each. */
+    qsort(units, nu, sizeof *units, gh_tm_cmp_unit);
+    size_t k = 0;
+    m = 0;
+    for (size_t i = 0; i < nu; i++)
+      if (k == 0 || units[k - 1].v0 != units[i].v0) units[k++] = units[i], m += units[i].k;
+    rc = gh_tm_restore_units(tm, units, k, m);
+    for (size_t i = 0; i < n; i++)
+      for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 0;
+  }
+  free(units);
+  free(ts);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }

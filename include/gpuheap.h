@@ -242,6 +242,13 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
  * no stream. */
 int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 int gh_tensor_evict(gh_tmgr_t* tm, void* ptr);
+/* gh_tensor_prefetch of n tensors in one batch: one wait for their streams
+ * and one pipeline for all their host frames (a frame they share moves
+ * once), none of them evicted to make the room. Every pointer is checked
+ * first: NULL (GH_ERR_INVAL) or unknown (GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE) fails the call
+ * before anything changes. A pointer may repeat. GH_ERR_BUDGET when the
+ * device budget cannot hold them all (those that fit have moved). */
+int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stream_t stream);
 
 /* Advice about a tensor's future use (gh_tensor_advise). */
 typedef enum gh_advice_e {

@@ -493,6 +493,23 @@ class Manager:
         _check(self._lib.gh_tensor_prefetch(self.handle, _ptr(ptr, "gh_tensor_prefetch"), _stream(stream)),
                "gh_tensor_prefetch")
 
+    def prefetch_many(self, ptrs, stream=None):
+        """gh_tensor_prefetch_many: prefetch several tensors in one batch (one
+        wait for their streams, one pipeline, none of them evicted for the
+        others). Every pointer is checked before anything moves. With a
+        library that lacks the call, one prefetch each."""
+        ptrs = [_ptr(p, "gh_tensor_prefetch_many") for p in ptrs]
+        if not ptrs:
+            return
+        try:
+            fn = _need(self._lib, "gh_tensor_prefetch_many")
+        except Error:
+            for p in ptrs:
+                self.prefetch(p, stream)
+            return
+        arr = (ctypes.c_void_p * len(ptrs))(*ptrs)
+        _check(fn(self.handle, arr, len(ptrs), _stream(stream)), "gh_tensor_prefetch_many")
+
     def evict(self, ptr):
         """gh_tensor_evict: mark the tensor cold and move its frames to the host
         now (frames shared with warm tensors stay). Error ERR_PINNED if pinned."""

@@ -296,7 +296,7 @@ class _Marks:
     """What mark_model did; remove() takes its hooks away."""
 
     def __init__(self):
-        self.counts = {"weights": 0, "optimizer": 0, "gradients": 0, "foreign": 0}
+        self.counts = {"weights": 0, "optimizer": 0, "gradients": 0, "foreign": 0, "prefetch_errors": 0}
         self._hooks = []
 
     def remove(self):
@@ -326,7 +326,38 @@ def _mark(t, kind, m, marks, key, protect):
         _protected.add(ptr)
 
 
-def mark_model(model, optimizer=None, grads=True, manager=None):
+def _storages(tensors):
+    """The gpuheap-able storage addresses of CUDA tensors (None skipped)."""
+    out = []
+    for t in tensors:
+        p = _torch_ptr(t) if t is not None else None
+        if p:
+            out.append(p)
+    return out
+
+
+def _bring_back(m, marks, ptrs, stream):
+    """Prefetch storages in one batch on stream() (those all on the device
+    move nothing and wait for nothing). Never raises: in hooks a failure is
+    counted in marks.counts["prefetch_errors"] and warned about once."""
+    if not ptrs:
+        return
+    try:
+        m.prefetch_many(ptrs, stream())
+    except Error as e:
+        if e.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):  # a storage not from gpuheap: one at a time, skipping it
+            for p in ptrs:
+                try:
+                    m.prefetch(p, stream())
+                except Error:
+                    pass
+            return
+        marks.counts["prefetch_errors"] += 1
+        if marks.counts["prefetch_errors"] == 1:
+            warnings.warn(f"gpuheap.torch.mark_model: prefetch failed: {e}", RuntimeWarning)
+
+
+def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=True, *, stream=None):
     """Give a model's memory its kinds: parameters and buffers WEIGHTS
     (evicted last), optimizer state OPTIMIZER, and -- with grads=True --
     gradients OPTIMIZER as they are accumulated (a post-accumulate-grad hook,
@@ -334,9 +365,22 @@ def mark_model(model, optimizer=None, grads=True, manager=None):
     state is made lazily by the first step(): it is marked now and after
     every step (a step post-hook; only storages not marked yet cost a call).
     Weights and optimizer state are also never evicted by offload().
-    Returns a handle whose remove() takes the hooks away."""
+
+    Under a device budget the manager may still evict them, as any frame,
+    once nothing colder is left, and nothing brings evicted memory back by
+    itself: kernels would then read it over PCIe every step. So with
+    prefetch=True (the default) each module with parameters or buffers of
+    its own prefetches them before its forward (a forward pre-hook), and the
+    optimizer prefetches parameters, gradients and state before step() (a
+    step pre-hook); in backward, offload() prefetches the weights that
+    autograd saved as it unpacks them. Each is one call; on memory that is
+    on the device it moves nothing and waits for nothing.
+
+    Returns a handle whose remove() takes the hooks away. `stream`: a
+    callable giving the stream of the prefetches (default: the current one)."""
     m = _mgr(manager)
     marks = _Marks()
+    stream = stream or (lambda: _current_stream())
     for t in itertools.chain(model.parameters(), model.buffers()):
         _mark(t, Kind.WEIGHTS, m, marks, "weights", True)
     if grads:
@@ -346,6 +390,16 @@ def mark_model(model, optimizer=None, grads=True, manager=None):
             if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
                 marks._hooks.append(p.register_post_accumulate_grad_hook(
                     lambda q: _mark(q.grad, Kind.OPTIMIZER, m, marks, "gradients", False)))
+    if prefetch:
+        for mod in model.modules():
+            if next(itertools.chain(mod.parameters(recurse=False), mod.buffers(recurse=False)), None) is None:
+                continue
+
+            def before_forward(mod, args):
+                _bring_back(m, marks, _storages(itertools.chain(mod.parameters(recurse=False),
+                                                                mod.buffers(recurse=False))), stream)
+
+            marks._hooks.append(mod.register_forward_pre_hook(before_forward))
     if optimizer is not None:
         seen = set()
 
@@ -361,6 +415,18 @@ def mark_model(model, optimizer=None, grads=True, manager=None):
         mark_state()
         if hasattr(optimizer, "register_step_post_hook"):
             marks._hooks.append(optimizer.register_step_post_hook(mark_state))
+        if prefetch and hasattr(optimizer, "register_step_pre_hook"):
+            def before_step(opt, args, kwargs):
+                ts = []
+                for g in opt.param_groups:
+                    for p in g["params"]:
+                        ts.append(p)
+                        ts.append(p.grad)
+                for state in opt.state.values():
+                    ts.extend(v for v in state.values() if getattr(v, "is_cuda", False))
+                _bring_back(m, marks, _storages(ts), stream)
+
+            marks._hooks.append(optimizer.register_step_pre_hook(before_step))
     return marks
 
 
@@ -481,7 +547,7 @@ class Offload:
         self._by_ptr = {}
         self._cm = None
         self._warned = False
-        self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0, "unpacked": 0,
+        self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0, "weights_prefetched": 0, "unpacked": 0,
                          "foreign": 0, "hint_errors": 0}
 
     @property
@@ -519,6 +585,9 @@ class Offload:
     def unpack(self, t):
         ptr = self._ptr(t)
         todo = []
+        if ptr and ptr in _protected:  # weights autograd saved: on the device before their backward
+            self._hint("weights", _Entry(t, ptr, 0, -1))
+            return t
         with self._lock:
             e = self._by_ptr.get(ptr) if ptr else None
             if e is None or e.dropped:
@@ -571,7 +640,8 @@ class Offload:
                 warnings.warn(f"gpuheap.torch.offload: {what} hint failed: {err}", RuntimeWarning)
             return
         with self._lock:
-            self.counters[{"advise": "advised", "evict": "evicted"}.get(what, "prefetched")] += 1
+            self.counters[{"advise": "advised", "evict": "evicted", "weights": "weights_prefetched"}.get(
+                what, "prefetched")] += 1
 
     # -- bookkeeping
     def _prune(self):

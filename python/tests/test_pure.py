@@ -140,6 +140,9 @@ class FakeManager:
     def prefetch(self, ptr, stream=None):
         self._do("prefetch", ptr)
 
+    def prefetch_many(self, ptrs, stream=None):
+        self._do("prefetch_many", tuple(ptrs))
+
     def set_kind(self, ptr, kind):
         self._do("set_kind", ptr, gpuheap.parse_kind(kind))
 
@@ -806,7 +809,24 @@ class TestOffloadCold(TestOffloadBookkeeping):
         off.unpack(ts[5])
         self.assertEqual(fm.calls, [])
         self.assertEqual(off.counters, {"packed": 8, "skipped": 0, "advised": 7, "evicted": 0, "prefetched": 8,
-                                        "unpacked": 8, "foreign": 0, "hint_errors": 0})
+                                        "weights_prefetched": 0, "unpacked": 8, "foreign": 0, "hint_errors": 0})
+
+    def test_unpack_prefetches_protected(self):
+        """Weights autograd saved (storages mark_model protected) are skipped
+        in pack and prefetched, every time, as they are unpacked."""
+        fm, off = self.make(keep_last=0, prefetch_distance=0)
+        w = FakeTensor(0x900000, 4 * MiB, leaf=True, requires_grad=True)
+        ght._protected.add(0x900000)
+        try:
+            off.pack(w)
+            self.assertEqual(fm.calls, [])
+            off.unpack(w)
+            off.unpack(w)
+            self.assertEqual(fm.calls, [("prefetch", 0x900000), ("prefetch", 0x900000)])
+            self.assertEqual(off.counters["weights_prefetched"], 2)
+            self.assertEqual(off.counters["prefetched"], 0)
+        finally:
+            ght._protected.clear()
 
     def test_unpack_distance_window(self):
         """Each unpack tops the window up to prefetch_distance tensors ahead."""
@@ -843,6 +863,22 @@ class TestOffloadCold(TestOffloadBookkeeping):
         self.assertEqual(len([x for x in w if "falling back" in str(x.message)]), 1)
 
 
+class _Hooks:
+    """register_*_hook for the stand-ins: a list of functions and handles."""
+
+    def __init__(self):
+        self.hooks = []
+
+    def add(self, fn):
+        self.hooks.append(fn)
+        lst = self.hooks
+
+        class H:
+            def remove(h):
+                lst.remove(fn)
+        return H()
+
+
 class TestMarkModel(unittest.TestCase):
     def test_kinds_and_hooks(self):
         fm = FakeManager()
@@ -852,38 +888,48 @@ class TestMarkModel(unittest.TestCase):
         cpu = FakeTensor(0x400000, 8, is_cuda=False, leaf=True, requires_grad=True)
 
         class Model:
-            def parameters(self):
+            def __init__(self):
+                self.pre = _Hooks()
+
+            def parameters(self, recurse=True):
                 return iter([w, cpu])
 
-            def buffers(self):
+            def buffers(self, recurse=True):
                 return iter([buf])
+
+            def modules(self):
+                return iter([self])
+
+            def register_forward_pre_hook(self, fn):
+                return self.pre.add(fn)
 
         class Opt:
             def __init__(self):
                 self.state = {}
-                self.hooks = []
+                self.param_groups = [{"params": [w, cpu]}]
+                self.post, self.pre = _Hooks(), _Hooks()
 
             def register_step_post_hook(self, fn):
-                self.hooks.append(fn)
+                return self.post.add(fn)
 
-                class H:
-                    def remove(h):
-                        self.hooks.remove(fn)
-                return H()
+            def register_step_pre_hook(self, fn):
+                return self.pre.add(fn)
 
         opt = Opt()
+        model = Model()
         try:
-            marks = ght.mark_model(Model(), opt, manager=fm)
+            marks = ght.mark_model(model, opt, manager=fm, stream=lambda: None)
             K = gpuheap.Kind
             self.assertEqual(fm.calls, [("set_kind", 0x100000, K.WEIGHTS), ("set_kind", 0x300000, K.WEIGHTS),
                                         ("set_kind", 0x200000, K.OPTIMIZER)])
-            self.assertEqual(marks.counts, {"weights": 2, "optimizer": 0, "gradients": 1, "foreign": 0})
+            self.assertEqual(marks.counts, {"weights": 2, "optimizer": 0, "gradients": 1, "foreign": 0,
+                                            "prefetch_errors": 0})
             self.assertIn(0x100000, ght._protected)
             fm.calls.clear()
             # the optimizer's first step makes its state; the post hook marks it, once
             opt.state[w] = {"momentum_buffer": FakeTensor(0x500000, 8192), "step": 3}
-            opt.hooks[0](opt, (), {})
-            opt.hooks[0](opt, (), {})
+            opt.post.hooks[0](opt, (), {})
+            opt.post.hooks[0](opt, (), {})
             self.assertEqual(fm.calls, [("set_kind", 0x500000, K.OPTIMIZER)])
             # a new gradient each step
             fm.calls.clear()
@@ -895,9 +941,57 @@ class TestMarkModel(unittest.TestCase):
             w.grad = FakeTensor(0x700000, 8192)
             w.hooks[0](w)
             self.assertEqual(marks.counts["foreign"], 1)
+            # before forward: the module's own CUDA parameters and buffers, one batch
+            fm.calls.clear()
+            self.assertEqual(len(model.pre.hooks), 1)
+            model.pre.hooks[0](model, ())
+            self.assertEqual(fm.calls, [("prefetch_many", (0x100000, 0x300000))])
+            # before step: parameters, gradients and state
+            fm.calls.clear()
+            opt.pre.hooks[0](opt, (), {})
+            self.assertEqual(fm.calls, [("prefetch_many", (0x100000, 0x700000, 0x500000))])
+            # a failed batch is counted and warned about once, never raised
+            fm.fail[("prefetch_many", (0x100000, 0x300000))] = gpuheap.ERR_BUDGET
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model.pre.hooks[0](model, ())
+                model.pre.hooks[0](model, ())
+            self.assertEqual(marks.counts["prefetch_errors"], 2)
+            self.assertEqual(len([x for x in caught if "prefetch failed" in str(x.message)]), 1)
+            # a storage gpuheap did not make: one prefetch each, the others still done
+            fm.calls.clear()
+            fm.fail[("prefetch_many", (0x100000, 0x300000))] = gpuheap.ERR_FOREIGN
+            fm.fail[("prefetch", 0x300000)] = gpuheap.ERR_FOREIGN
+            model.pre.hooks[0](model, ())
+            self.assertEqual(fm.calls, [("prefetch_many", (0x100000, 0x300000)), ("prefetch", 0x100000),
+                                        ("prefetch", 0x300000)])
             marks.remove()
-            self.assertEqual(opt.hooks, [])
+            self.assertEqual(opt.post.hooks, [])
+            self.assertEqual(opt.pre.hooks, [])
+            self.assertEqual(model.pre.hooks, [])
             self.assertEqual(w.hooks, [])
+        finally:
+            ght._protected.clear()
+
+    def test_no_prefetch_hooks(self):
+        """prefetch=False: kinds only, no forward or step pre-hooks."""
+        fm = FakeManager()
+        w = FakeTensor(0x100000, 8192, leaf=True)
+
+        class Model:
+            def parameters(self, recurse=True):
+                return iter([w])
+
+            def buffers(self, recurse=True):
+                return iter([])
+
+            def modules(self):
+                raise AssertionError("modules() walked with prefetch=False")
+
+        try:
+            marks = ght.mark_model(Model(), manager=fm, grads=False, prefetch=False)
+            self.assertEqual(fm.calls, [("set_kind", 0x100000, gpuheap.Kind.WEIGHTS)])
+            marks.remove()
         finally:
             ght._protected.clear()
 

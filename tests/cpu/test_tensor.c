@@ -1275,6 +1275,78 @@ static void host_reuse(void) {
  * budget is held by a pinned tensor) are placed in host memory, and
  * counted in host_placed_bytes: a large one by its frames, a small one by
  * its bytes. */
+/* gh_tensor_prefetch_many: every pointer checked before anything moves;
+ * the host frames of all the tensors come back in one batch (a shared frame
+ * once, a repeated pointer once); none of them is evicted to make room for
+ * the others. */
+static void prefetch_many(void) {
+  gh_tmgr_t* tm = make_tm_low(16, 64, 0, 0, 1.0);
+  if (!tm) return;
+  model_t m = {0};
+  m.cap = 16;
+  m.t = calloc(m.cap, sizeof *m.t);
+  for (int i = 0; i < 6; i++) add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* T0..T5 */
+  add_tensor(tm, &m, 100000, GH_KIND_WORKSPACE);                                /* S6, S7: one frame */
+  add_tensor(tm, &m, 100000, GH_KIND_WORKSPACE);
+  const int ev[] = {0, 1, 2, 6, 7};
+  for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) CHECK(gh_tensor_evict(tm, m.t[ev[i]].p) == GH_OK);
+  const uint64_t out = BIT(0) | BIT(1) | BIT(2) | BIT(6) | BIT(7);
+  CHECK_EQ_U64(host_mask(tm, &m), out);
+  gh_tmgr_stats_t s0, s1;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  int local = 0;
+  void* bad[] = {m.t[0].p, &local};
+  void* some[] = {m.t[0].p, m.t[1].p, m.t[6].p, m.t[7].p, m.t[0].p};
+  CHECK(gh_tensor_prefetch_many(NULL, some, 5, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tensor_prefetch_many(tm, NULL, 2, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tensor_prefetch_many(tm, NULL, 0, NULL) == GH_OK);
+  CHECK(gh_tensor_prefetch_many(tm, bad, 2, streams[2]) == GH_ERR_FOREIGN);
+  void* null_one[] = {m.t[0].p, NULL};
+  CHECK(gh_tensor_prefetch_many(tm, null_one, 2, streams[2]) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(s1.restores, s0.restores);
+  CHECK_EQ_U64(s1.moves, s0.moves);
+  CHECK_EQ_U64(host_mask(tm, &m), out);
+  /* T0, T1 and the shared frame: 3 frames in one batch. */
+  CHECK(gh_tensor_prefetch_many(tm, some, 5, streams[2]) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(s1.restores - s0.restores, 3);
+  CHECK_EQ_U64(s1.moves - s0.moves, 1);
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(2));
+  /* All on the device already: no move. */
+  CHECK(gh_tensor_prefetch_many(tm, some, 4, streams[2]) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK_EQ_U64(s0.moves, s1.moves);
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+  /* Device full (8 frames: T0, T1, T3..T5, the slab, N8, N9) and every
+   * tensor but T0 pinned: bringing T2 back together with T0 finds no
+   * victim; T2 alone evicts T0. */
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* N8 */
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* N9 */
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(2));
+  for (size_t i = 1; i < m.n; i++)
+    if (i != 2) {
+      CHECK(gh_tensor_pin(tm, m.t[i].p) == GH_OK);
+      m.t[i].pins = 1;
+    }
+  void* pair[] = {m.t[0].p, m.t[2].p};
+  CHECK(gh_tensor_prefetch_many(tm, pair, 2, streams[1]) == GH_ERR_BUDGET);
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(2));
+  CHECK(gh_tensor_prefetch_many(tm, &pair[1], 1, streams[1]) == GH_OK);
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(0));
+  for (size_t i = 1; i < m.n; i++)
+    if (m.t[i].pins) {
+      CHECK(gh_tensor_unpin(tm, m.t[i].p) == GH_OK);
+      m.t[i].pins = 0;
+    }
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
 static void host_placed(void) {
   gh_tmgr_t* tm = make_tm(8, 64, 2, 0);
   gh_tmgr_stats_t s;
@@ -1313,6 +1385,7 @@ int main(int argc, char** argv) {
   advice();
   host_reuse();
   host_placed();
+  prefetch_many();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
