@@ -168,6 +168,7 @@ typedef struct gh_vframe_s {
   uint8_t tier, role, kind;
   uint8_t clock;        /* CLOCK credits */
   uint8_t mark;         /* chosen as a victim in this batch */
+  uint32_t born;        /* the eviction batch (tm->evict_gen) in which it last got device memory */
   uint32_t live;        /* tensors with bytes here, pending ones included */
   uint32_t pending;     /* ... of which freed, waiting for their event */
   uint32_t warm;        /* live, not pending, not cold */
@@ -203,6 +204,9 @@ struct gh_tmgr_s {
   uint64_t waits;    /* streams of tensors waited for (test hook; stats: stream_waits) */
   uint64_t wait_ns, moves, move_ns; /* stats: stream_wait_ns, moves, move_ns */
   uint64_t host_placed; /* stats: host_placed_bytes */
+  uint64_t clock_victims[GH_KIND_COUNT]; /* stats: clock_victims */
+  uint32_t evict_gen;   /* eviction batches so far (vframe born) */
+  int young_last;       /* CLOCK takes frames born in this batch only when no other is left */
   size_t prot_lo, prot_hi;  /* vframes that may not be chosen as victims now */
 
   size_t dev_budget_f, host_budget_f;
@@ -816,7 +820,7 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   for (size_t v = u->v0; v < u->v0 + u->k; v++) {
     gh_vframe_t* f = &tm->vf[v];
     gh_tm_count(tm, f, +1);
-    if (to == GH_TIER_DEVICE) f->clock = gh_tm_credit(f->kind);
+    if (to == GH_TIER_DEVICE) f->clock = gh_tm_credit(f->kind), f->born = tm->evict_gen;
   }
   if (to == GH_TIER_HOST)
     tm->evictions += u->k, tm->bytes_evicted += u->k * tm->frame;
@@ -955,17 +959,24 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   for (size_t i = 0; i < nc && frames < want; i++) GH_TM_TAKE(cold[i].v0);
   free(cold);
   const size_t region = tm->n_va - tm->tensor_vf0;
-  /* Each pass takes a credit from every candidate: at most 1 + max credit passes. */
-  for (size_t step = 0; frames < want && step < region * (size_t)(2 + gh_tm_credit(GH_KIND_WEIGHTS)); step++) {
-    if (tm->hand < tm->tensor_vf0 || tm->hand >= tm->n_va) tm->hand = tm->tensor_vf0;
-    const size_t v = tm->hand++;
-    if (!gh_tm_victim_ok(tm, v)) continue;
-    if (tm->vf[v].clock) {
-      tm->vf[v].clock--;
-    } else {
-      GH_TM_TAKE(v);
+  /* Each pass takes a credit from every candidate: at most 1 + max credit
+   * passes. With young_last, frames that got device memory since the last
+   * batch (the tensors just made or brought back: the next kernels' inputs)
+   * are left alone until the others are spent. */
+  for (int young = tm->young_last ? 0 : 1; young < 2 && frames < want; young++)
+    for (size_t step = 0; frames < want && step < region * (size_t)(2 + gh_tm_credit(GH_KIND_WEIGHTS)); step++) {
+      if (tm->hand < tm->tensor_vf0 || tm->hand >= tm->n_va) tm->hand = tm->tensor_vf0;
+      const size_t v = tm->hand++;
+      if (!gh_tm_victim_ok(tm, v) || (!young && tm->vf[v].born == tm->evict_gen)) continue;
+      if (tm->vf[v].clock) {
+        tm->vf[v].clock--;
+      } else {
+        const size_t before = frames;
+        GH_TM_TAKE(v);
+        tm->clock_victims[tm->vf[v].kind] += frames - before;
+      }
     }
-  }
+  tm->evict_gen++;
 #undef GH_TM_TAKE
   for (size_t i = 0; i < n; i++) {
     const gh_tm_unit_t u = gh_tm_unit_of(tm, idx[i]);
@@ -1298,8 +1309,10 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
 placed:
   gh_tm_tensor_frames(tm, t, +1, +1, 0, 0);
   if (slab != SIZE_MAX) gh_tm_count(tm, &tm->vf[slab], +1);
-  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
     if (tm->vf[v].clock < gh_tm_credit(kind)) tm->vf[v].clock = gh_tm_credit(kind);
+    if (tm->vf[v].tier == GH_TIER_DEVICE) tm->vf[v].born = tm->evict_gen;
+  }
   return GH_OK;
 }
 
@@ -1501,6 +1514,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (!tm) return _gh_error(GH_ERR_NOMEM, "gh_tmgr_create: out of memory");
   tm->opt = o;
   tm->ops = ops;
+  {
+    /* Experiment switch (bench/NOTES.md, host side): CLOCK leaves the frames
+     * of the current batch for last. */
+    const char* y = getenv("GPUHEAP_EVICT_YOUNG_LAST");
+    tm->young_last = y && *y && *y != '0';
+  }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
   pthread_cond_init(&tm->pool_cv, NULL);
@@ -1956,6 +1975,7 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->moves = tm->moves, s->move_ns = tm->move_ns;
   s->stream_waits = tm->waits, s->stream_wait_ns = tm->wait_ns;
   s->host_placed_bytes = tm->host_placed;
+  for (int k = 0; k < GH_KIND_COUNT; k++) s->clock_victims[k] = tm->clock_victims[k];
 }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {

@@ -209,6 +209,8 @@ typedef struct gh_tmgr_stats_s {
   uint64_t stream_wait_ns;   /* host time in those waits (the GPU's queued work draining) */
   uint64_t host_placed_bytes; /* bytes of new tensors placed in host memory because the device
                                  budget had no room left after evicting (frames, for large ones) */
+  uint64_t clock_victims[GH_KIND_COUNT]; /* frames chosen for eviction by CLOCK (not from the cold
+                                            list), by the kind of the frame */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met

@@ -351,6 +351,7 @@ def stats_to_dict(s):
         "tensor_bytes_tier": {_KIND_NAMES[k]: {_TIER_NAMES[t]: s.tensor_bytes_tier[k][t]
                                                for t in range(_capi.TIER_COUNT)}
                               for k in range(_capi.KIND_COUNT)},
+        "clock_victims": {_KIND_NAMES[k]: s.clock_victims[k] for k in range(_capi.KIND_COUNT)},
     }
     for f in ("pinned_tensors", "pending_frees", "host_pool_frames", "evictions", "restores",
               "bytes_evicted", "bytes_restored", "oom_events", "heap_grows", "heap_shrinks", "cached_frames",

@@ -92,6 +92,7 @@ class TmgrStats(ctypes.Structure):
         ("stream_waits", c_uint64),
         ("stream_wait_ns", c_uint64),
         ("host_placed_bytes", c_uint64),
+        ("clock_victims", c_uint64 * KIND_COUNT),
     ]
 
 

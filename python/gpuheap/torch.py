@@ -528,7 +528,7 @@ class Offload:
     """
 
     def __init__(self, prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
-                 tensor_info=None, tensor_ptr=None, stream=None):
+                 prefetch_weights=True, tensor_info=None, tensor_ptr=None, stream=None):
         for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise Error(ERR_INVAL, f"{name}: {v!r} must be an integer >= 0", "offload")
@@ -538,6 +538,7 @@ class Offload:
         self.keep_last = keep_last
         self.min_bytes = gpuheap.parse_size(min_bytes, "min_bytes")
         self.mode = mode
+        self.prefetch_weights = bool(prefetch_weights)
         self._manager = manager
         self._info = tensor_info or _torch_tensor_info
         self._ptr = tensor_ptr or _torch_ptr
@@ -585,7 +586,7 @@ class Offload:
     def unpack(self, t):
         ptr = self._ptr(t)
         todo = []
-        if ptr and ptr in _protected:  # weights autograd saved: on the device before their backward
+        if ptr and self.prefetch_weights and ptr in _protected:  # weights autograd saved: on the device before their backward
             self._hint("weights", _Entry(t, ptr, 0, -1))
             return t
         with self._lock:
@@ -672,10 +673,10 @@ class Offload:
         return cm.__exit__(*exc) if cm is not None else False
 
 
-def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold"):
+def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold", prefetch_weights=True):
     """with gpuheap.torch.offload(): loss = model(x)  -- see Offload (mode
     "cold", the default: saved tensors are advised cold and evicted only when
     the device budget needs room; "evict": evicted at once). Backward may run
     after the block: the hooks stay with the saved tensors."""
     return Offload(prefetch_distance=prefetch_distance, keep_last=keep_last, min_bytes=min_bytes, manager=manager,
-                   mode=mode)
+                   mode=mode, prefetch_weights=prefetch_weights)

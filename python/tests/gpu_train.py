@@ -58,6 +58,12 @@ def parse_args(argv=None):
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")
     ap.add_argument("--profile", action="store_true", help="run the timed steps under torch.profiler and print "
                     "where the time goes (device time of the kernels, host time of the operators; internal)")
+    ap.add_argument("--no-model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=False): "
+                    "weights and optimizer memory the manager evicted are not brought back before use")
+    ap.add_argument("--no-unpack-weights", action="store_true", help="(c): offload(prefetch_weights=False)")
+    ap.add_argument("--host-ops", action="store_true", help="(c): run the last step under a dispatch mode that "
+                    "counts, per operator, the calls with an input in host memory as the kernel is queued "
+                    "(moves wait for queued work, so that is where the kernel finds it), and print them")
     ap.add_argument("--low-watermark", type=float, help="(c)'s eviction target, a fraction of the budget "
                     "(default: the library's)")
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
@@ -172,9 +178,10 @@ def child(a):
     ys = [y.to(dev) for y in ys]
     off = None
     if m is not None:
-        ght.mark_model(model, opt)
+        ght.mark_model(model, opt, prefetch=not a.no_model_prefetch)
     if cfg == "c":
-        off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode)
+        off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode,
+                          prefetch_weights=not a.no_unpack_weights)
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
@@ -199,6 +206,10 @@ def child(a):
                 moved0 = s0["bytes_evicted"] + s0["bytes_restored"]
         x, y = xs[step % len(xs)], ys[step % len(ys)]
         opt.zero_grad(set_to_none=True)
+        mode = None
+        if a.host_ops and m is not None and step == a.steps - 1:
+            mode, host_counts = host_ops_mode(torch, m)
+            mode.__enter__()
         try:
             if off is not None:
                 with off:
@@ -228,6 +239,10 @@ def child(a):
             log(f"gpu_train[{cfg}]: OUT OF MEMORY at step {step}: {e}")
             result["oom"] = True
             break
+        finally:
+            if mode is not None:
+                mode.__exit__(None, None, None)
+                host_ops_report(host_counts, cfg)
         result["losses"].append(v.hex())
         result["steps_done"] = step + 1
         extra = ""
@@ -259,6 +274,8 @@ def child(a):
             result["per_step"] = {k: (s[k] - s0.get(k, 0)) / timed * (1e-6 if k.endswith("_ns") else 1)
                                   for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns",
                                             "host_placed_bytes")}
+            result["per_step"]["clock_victims"] = {k: (v - s0.get("clock_victims", {}).get(k, 0)) / timed
+                                                   for k, v in s.get("clock_victims", {}).items()}
         result["oom"] = result["oom"] or s["oom_events"] > 0 or bool(ooms)
         result["memory_stats"] = dict(ght.memory_stats())
         if off is not None:
@@ -270,6 +287,52 @@ def child(a):
     if result.get("per_step"):
         log(f"gpu_train[{cfg}]: per step {json.dumps(result['per_step'])}")
     return 0
+
+
+def host_ops_mode(torch, m):
+    """--host-ops: a TorchDispatchMode counting, per operator, its calls and
+    those with a CUDA tensor argument whose storage starts in host memory
+    (with the bytes of those storages)."""
+    import gpuheap
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    counts = {}
+
+    class HostOps(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            flat, _ = tree_flatten((args, kwargs))
+            host, nbytes, seen = 0, 0, set()
+            for t in flat:
+                if isinstance(t, torch.Tensor) and t.is_cuda:
+                    st = t.untyped_storage()
+                    p = st.data_ptr()
+                    if not p or p in seen:
+                        continue
+                    seen.add(p)
+                    try:
+                        if m.tier(p) == gpuheap.Tier.HOST:
+                            host, nbytes = host + 1, nbytes + st.nbytes()
+                    except gpuheap.Error:
+                        pass
+            c = counts.setdefault(str(func), [0, 0, 0])
+            c[0] += 1
+            if host:
+                c[1] += 1
+                c[2] += nbytes
+            return func(*args, **kwargs)
+
+    return HostOps(), counts
+
+
+def host_ops_report(counts, cfg):
+    rows = sorted(counts.items(), key=lambda kv: -kv[1][2])
+    log(f"gpu_train[{cfg}] host-ops: operator, calls, calls with an input in host memory, MB of those inputs")
+    for name, (n, h, b) in rows:
+        if h:
+            log(f"gpu_train[{cfg}] host-ops: {name:48s} {n:5d} {h:5d} {b / 1e6:9.1f}")
+    log(f"gpu_train[{cfg}] host-ops: {sum(c[1] for c in counts.values())} of {sum(c[0] for c in counts.values())} "
+        f"calls found an input in host memory")
 
 
 # ---------------------------------------------------------------- the parent
@@ -293,6 +356,12 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--snapshot-dir", a.snapshot_dir]
     if a.low_watermark is not None:
         args += ["--low-watermark", a.low_watermark]
+    if a.host_ops:
+        args += ["--host-ops"]
+    if a.no_model_prefetch:
+        args += ["--no-model-prefetch"]
+    if a.no_unpack_weights:
+        args += ["--no-unpack-weights"]
     log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")
     return run(__file__, args, os.path.join(tmp, f"{cfg}.json"), f"gpu_train: config {cfg} ({CONFIGS[cfg]})",
                a.time_limit + 120)

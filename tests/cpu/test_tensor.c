@@ -1333,8 +1333,13 @@ static void prefetch_many(void) {
   void* pair[] = {m.t[0].p, m.t[2].p};
   CHECK(gh_tensor_prefetch_many(tm, pair, 2, streams[1]) == GH_ERR_BUDGET);
   CHECK_EQ_U64(host_mask(tm, &m), BIT(2));
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
   CHECK(gh_tensor_prefetch_many(tm, &pair[1], 1, streams[1]) == GH_OK);
   CHECK_EQ_U64(host_mask(tm, &m), BIT(0));
+  /* T0 was no longer cold: CLOCK chose it. */
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(s1.clock_victims[GH_KIND_ACTIVATIONS] - s0.clock_victims[GH_KIND_ACTIVATIONS], 1);
+  CHECK_EQ_U64(s1.clock_victims[GH_KIND_WORKSPACE], s0.clock_victims[GH_KIND_WORKSPACE]);
   for (size_t i = 1; i < m.n; i++)
     if (m.t[i].pins) {
       CHECK(gh_tensor_unpin(tm, m.t[i].p) == GH_OK);
