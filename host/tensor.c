@@ -1515,10 +1515,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->opt = o;
   tm->ops = ops;
   {
-    /* Experiment switch (bench/NOTES.md, host side): CLOCK leaves the frames
-     * of the current batch for last. */
+    /* CLOCK leaves the frames that got device memory since the last batch
+     * for last (bench/NOTES.md, host side, row 13); GPUHEAP_EVICT_YOUNG_LAST=0
+     * turns that off, for comparisons. */
     const char* y = getenv("GPUHEAP_EVICT_YOUNG_LAST");
-    tm->young_last = y && *y && *y != '0';
+    tm->young_last = !(y && *y == '0');
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);

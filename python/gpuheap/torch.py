@@ -357,7 +357,7 @@ def _bring_back(m, marks, ptrs, stream):
             warnings.warn(f"gpuheap.torch.mark_model: prefetch failed: {e}", RuntimeWarning)
 
 
-def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=True, *, stream=None):
+def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, *, stream=None):
     """Give a model's memory its kinds: parameters and buffers WEIGHTS
     (evicted last), optimizer state OPTIMIZER, and -- with grads=True --
     gradients OPTIMIZER as they are accumulated (a post-accumulate-grad hook,
@@ -368,13 +368,15 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=True, *
 
     Under a device budget the manager may still evict them, as any frame,
     once nothing colder is left, and nothing brings evicted memory back by
-    itself: kernels would then read it over PCIe every step. So with
-    prefetch=True (the default) each module with parameters or buffers of
-    its own prefetches them before its forward (a forward pre-hook), and the
-    optimizer prefetches parameters, gradients and state before step() (a
-    step pre-hook); in backward, offload() prefetches the weights that
-    autograd saved as it unpacks them. Each is one call; on memory that is
-    on the device it moves nothing and waits for nothing.
+    itself: kernels then read it over PCIe. In backward, offload()
+    prefetches the weights autograd saved as it unpacks them. With
+    prefetch=True each module with parameters or buffers of its own also
+    prefetches them before its forward (a forward pre-hook), and the
+    optimizer its parameters, gradients and state before step() (a step
+    pre-hook), in one call each (nothing moves for memory on the device).
+    Off by default: in python/tests/gpu_train.py (c) it moved more than it
+    saved (124-139 against 111-121 ms a step; bench/NOTES.md, host side,
+    row 13).
 
     Returns a handle whose remove() takes the hooks away. `stream`: a
     callable giving the stream of the prefetches (default: the current one)."""

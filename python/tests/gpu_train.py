@@ -58,8 +58,8 @@ def parse_args(argv=None):
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")
     ap.add_argument("--profile", action="store_true", help="run the timed steps under torch.profiler and print "
                     "where the time goes (device time of the kernels, host time of the operators; internal)")
-    ap.add_argument("--no-model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=False): "
-                    "weights and optimizer memory the manager evicted are not brought back before use")
+    ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
+                    "weights and optimizer memory the manager evicted are brought back before forward and step()")
     ap.add_argument("--no-unpack-weights", action="store_true", help="(c): offload(prefetch_weights=False)")
     ap.add_argument("--host-ops", action="store_true", help="(c): run the last step under a dispatch mode that "
                     "counts, per operator, the calls with an input in host memory as the kernel is queued "
@@ -178,7 +178,7 @@ def child(a):
     ys = [y.to(dev) for y in ys]
     off = None
     if m is not None:
-        ght.mark_model(model, opt, prefetch=not a.no_model_prefetch)
+        ght.mark_model(model, opt, prefetch=a.model_prefetch)
     if cfg == "c":
         off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode,
                           prefetch_weights=not a.no_unpack_weights)
@@ -358,8 +358,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--low-watermark", a.low_watermark]
     if a.host_ops:
         args += ["--host-ops"]
-    if a.no_model_prefetch:
-        args += ["--no-model-prefetch"]
+    if a.model_prefetch:
+        args += ["--model-prefetch"]
     if a.no_unpack_weights:
         args += ["--no-unpack-weights"]
     log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")

@@ -918,7 +918,7 @@ class TestMarkModel(unittest.TestCase):
         opt = Opt()
         model = Model()
         try:
-            marks = ght.mark_model(model, opt, manager=fm, stream=lambda: None)
+            marks = ght.mark_model(model, opt, manager=fm, prefetch=True, stream=lambda: None)
             K = gpuheap.Kind
             self.assertEqual(fm.calls, [("set_kind", 0x100000, K.WEIGHTS), ("set_kind", 0x300000, K.WEIGHTS),
                                         ("set_kind", 0x200000, K.OPTIMIZER)])
@@ -974,7 +974,7 @@ class TestMarkModel(unittest.TestCase):
             ght._protected.clear()
 
     def test_no_prefetch_hooks(self):
-        """prefetch=False: kinds only, no forward or step pre-hooks."""
+        """prefetch=False (the default): kinds only, no forward or step pre-hooks."""
         fm = FakeManager()
         w = FakeTensor(0x100000, 8192, leaf=True)
 
@@ -989,7 +989,7 @@ class TestMarkModel(unittest.TestCase):
                 raise AssertionError("modules() walked with prefetch=False")
 
         try:
-            marks = ght.mark_model(Model(), manager=fm, grads=False, prefetch=False)
+            marks = ght.mark_model(Model(), manager=fm, grads=False)
             self.assertEqual(fm.calls, [("set_kind", 0x100000, gpuheap.Kind.WEIGHTS)])
             marks.remove()
         finally:
