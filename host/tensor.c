@@ -69,8 +69,8 @@
  *   them (gh_tmgr_maintain flushes): destroy it only after that.
  *
  * Policy. New frames are device frames while the device budget allows;
- * otherwise cold frames are evicted (in one batch, down to low_watermark of
- * the budget, so that each sync point moves many frames) and the new frames
+ * otherwise cold frames are evicted (in one batch: what the request needs,
+ * or down to low_watermark of the budget when that is lower) and the new frames
  * take their place; otherwise they are host frames; otherwise the request
  * fails with GH_ERR_BUDGET after the OOM observer is told. Victims are
  * chosen by a generalized CLOCK over unpinned device tensor frames: touching
@@ -1457,7 +1457,7 @@ void gh_tmgr_options_init(gh_tmgr_options_t* o) {
   o->device = -1;
   o->backend = GH_BACKEND_DEFAULT;
   o->device_reserve = (size_t)1 << 30;
-  o->low_watermark = 0.85;
+  o->low_watermark = 1.0;
   o->high_watermark = 0.90;
   gh_heap_options_init(&o->heap);
   o->host_pool_frames = 64;

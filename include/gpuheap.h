@@ -169,7 +169,8 @@ typedef struct gh_tmgr_options_s {
   size_t device_reserve;     /* left to others when device_budget is 0; default 1 GiB */
   size_t host_budget;        /* bytes of pinned host frames; 0 = default (half the device budget's size, at least 1 GiB) */
   size_t va_bytes;           /* reserved range; 0 = 4 x (device + host budgets) + heap_max_bytes */
-  double low_watermark;      /* eviction frees device frames down to this fraction of the budget; default 0.85 */
+  double low_watermark;      /* eviction frees device frames down to this fraction of the budget (at least
+                                what the request needs); default 1.0: only that (bench/NOTES.md, host side, row 14) */
   double high_watermark;     /* device-heap occupancy that triggers growth; default 0.90 */
   size_t heap_bytes;         /* device heap: initial bytes (0 = no device heap) */
   size_t heap_max_bytes;     /* device heap: most it may grow to; 0 = heap_bytes (no growth) */

@@ -278,7 +278,7 @@ def validate_options(device=None, backend=None, device_budget=None, device_reser
     needed). None means "the library's default" (gh_tmgr_options_init):
     device -1 (the current device); device_budget 0 = the device's free
     memory at creation minus device_reserve (1 GiB); host_budget 0 = half
-    the device budget, at least 1 GiB; watermarks 0.85 / 0.90; no device heap;
+    the device budget, at least 1 GiB; watermarks 1.0 / 0.90; no device heap;
     64 pooled host frames. Returns a dict of the options given, normalized;
     raises Error(ERR_INVAL) naming the first bad one."""
     out = {}

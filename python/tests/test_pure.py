@@ -382,7 +382,7 @@ class TestOptions(unittest.TestCase):
         self.assertEqual(o.flags & _capi.TMGR_GROW_ON_DEMAND, 1)
         self.assertEqual(o.heap.slots, 5)
         self.assertEqual(o.device, -1)  # the library's defaults stay
-        self.assertAlmostEqual(o.low_watermark, 0.85)
+        self.assertAlmostEqual(o.low_watermark, 1.0)
         self.assertEqual(o.host_pool_frames, 64)
 
 

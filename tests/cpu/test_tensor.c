@@ -1167,7 +1167,7 @@ static void advice(void) {
   drain_and_destroy(tm, &m);
 
   /* Batches: 20 device frames, low watermark 0.85 (17 frames). */
-  tm = make_tm_low(40, 80, 0, 0, 0);
+  tm = make_tm_low(40, 80, 0, 0, 0.85);
   if (!tm) {
     free(m.t);
     return;
