@@ -1515,11 +1515,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->opt = o;
   tm->ops = ops;
   {
-    /* CLOCK leaves the frames that got device memory since the last batch
-     * for last (bench/NOTES.md, host side, row 13); GPUHEAP_EVICT_YOUNG_LAST=0
-     * turns that off, for comparisons. */
+    /* GPUHEAP_EVICT_YOUNG_LAST=1: CLOCK leaves the frames that got device
+     * memory since the last batch for last. Off by default: it helped with
+     * a low watermark of 0.85 and cost 3-5 ms a step with 1.0 (bench/NOTES.md,
+     * host side, rows 13 and 15). */
     const char* y = getenv("GPUHEAP_EVICT_YOUNG_LAST");
-    tm->young_last = !(y && *y == '0');
+    tm->young_last = y && *y && *y != '0';
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);

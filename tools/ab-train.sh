@@ -4,11 +4,11 @@
 # of 20 steps each; a line per run with ms/step, GB moved and the manager's
 # per-step figures. Logs and JSON under $OUT (or ./gpu-out). Needs
 # build-gpu/libgpuheap.so and (a)'s peak (PEAK, bytes; gpu_train.py prints it).
-# The variants of bench/NOTES.md, host side, row 13:
-#   v0  CLOCK without young-last, no weights prefetched at unpack
-#   v1  CLOCK without young-last
-#   v2  the defaults
-#   v3  the defaults + mark_model(prefetch=True)
+# The variants of bench/NOTES.md, host side, rows 13 and 15:
+#   v0  the defaults, no weights prefetched at unpack
+#   v1  the defaults
+#   v2  CLOCK with young-last (GPUHEAP_EVICT_YOUNG_LAST=1)
+#   v3  young-last + mark_model(prefetch=True)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/gpu-out}
