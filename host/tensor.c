@@ -144,7 +144,9 @@ struct gh_tensor_s {
   uint32_t pins;
   uint64_t cold_seq;  /* cold: when it was marked (tm->cold_seq then) */
   uint8_t kind, cold, state, nstreams, many_streams;
+  uint8_t quiet;  /* advised GH_ADVICE_QUIET: its moves wait for quiet_ev[0..quiet), not its streams */
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
+  gh_fevent_t quiet_ev[GH_TM_TENSOR_STREAMS]; /* recorded on its streams at the advice */
   gh_tm_fbatch_t* batch;           /* pending: its free's event; NULL until the next flush */
   gh_stream_t free_stream;
   gh_tensor_t* hnext;               /* hash chain (live tensors only) */
@@ -205,6 +207,7 @@ struct gh_tmgr_s {
   uint64_t wait_ns, moves, move_ns; /* stats: stream_wait_ns, moves, move_ns */
   uint64_t host_placed; /* stats: host_placed_bytes */
   uint64_t clock_victims[GH_KIND_COUNT]; /* stats: clock_victims */
+  uint64_t quiet_waits;  /* stats: quiet_waits */
   uint32_t evict_gen;   /* eviction batches so far (vframe born) */
   int young_last;       /* CLOCK takes frames born in this batch only when no other is left */
   size_t prot_lo, prot_hi;  /* vframes that may not be chosen as victims now */
@@ -290,6 +293,8 @@ typedef struct gh_tm_sset_s {
   gh_stream_t* s;
   size_t n, cap;
   int all;
+  const gh_fevent_t* ev[8]; /* quiet tensors: their events (owned by them) */
+  size_t nev[8], nq;
 } gh_tm_sset_t;
 
 static void gh_tm_sset_add(gh_tm_sset_t* ss, gh_stream_t s) {
@@ -307,7 +312,16 @@ static void gh_tm_sset_add(gh_tm_sset_t* ss, gh_stream_t s) {
   ss->s[ss->n++] = s;
 }
 
+/* A quiet tensor's moves wait for the events of its advice (the work
+ * queued before it), others' for the present of their streams. A set with
+ * more quiet tensors than it holds waits for the streams of the rest. */
 static void gh_tm_sset_tensor(gh_tm_sset_t* ss, const gh_tensor_t* t) {
+  if (t->quiet && ss->nq < sizeof ss->nev / sizeof ss->nev[0]) {
+    for (size_t i = 0; i < ss->nq; i++)
+      if (ss->ev[i] == t->quiet_ev) return;
+    ss->ev[ss->nq] = t->quiet_ev, ss->nev[ss->nq++] = t->quiet;
+    return;
+  }
   if (t->many_streams) ss->all = 1;
   for (unsigned i = 0; i < t->nstreams; i++) gh_tm_sset_add(ss, t->streams[i]);
 }
@@ -334,6 +348,11 @@ static int gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
     }
     tm->waits++;
   }
+  for (size_t q = 0; q < ss->nq && rc == GH_OK; q++)
+    for (size_t i = 0; i < ss->nev[q] && rc == GH_OK; i++) {
+      rc = GH_P(tm, tm->ops->event_sync(tm->fr, ss->ev[q][i]));
+      tm->quiet_waits++;
+    }
   tm->wait_ns += gh_tm_now_ns() - t0;
   free(ss->s);
   memset(ss, 0, sizeof *ss);
@@ -416,7 +435,16 @@ static void gh_tm_cold_unlink(gh_tmgr_t* tm, gh_tensor_t* t) {
 static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int warm_d, int pins_d, int pend_d);
 /* Mark a live tensor cold (a new mark: to the tail of the cold list, also
  * when it was cold already) or warm again, keeping its frames' warm counts. */
+/* Forget a quiet advice (its events). */
+static void gh_tm_unquiet(gh_tmgr_t* tm, gh_tensor_t* t) {
+  if (!t->quiet) return;
+  for (unsigned i = 0; i < t->quiet; i++) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[i]));
+  memset(t->quiet_ev, 0, sizeof t->quiet_ev);
+  t->quiet = 0;
+}
+
 static void gh_tm_set_cold(gh_tmgr_t* tm, gh_tensor_t* t, int cold) {
+  gh_tm_unquiet(tm, t);  /* any new advice or use ends a quiet one */
   if (t->cold) gh_tm_cold_unlink(tm, t);
   if (t->cold != !!cold) gh_tm_tensor_frames(tm, t, 0, cold ? -1 : +1, 0, 0);
   t->cold = (uint8_t)!!cold;
@@ -1620,6 +1648,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       gh_tensor_t* t = tm->live_head;
       gh_tm_list_unlink(&tm->live_head, t);
       gh_tm_hash_remove(tm, t);
+      gh_tm_unquiet(tm, t);
       gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
       gh_tm_reclaim_tensor(tm, t);
     }
@@ -1743,6 +1772,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     tm->live_bytes -= t->bytes;
     if (t->pins) tm->pinned_tensors--;
     if (t->cold) gh_tm_cold_unlink(tm, t);
+    gh_tm_unquiet(tm, t);
     gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
     t->pins = 0;
     t->state = GH_T_PENDING;
@@ -1783,9 +1813,11 @@ int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_prefetch", &rc);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
-    gh_tm_prefetch_mark(tm, t, stream);
-    /* Frames all on the device: no move, no stream waited for. */
+    /* Frames all on the device: no move, no stream waited for. A quiet
+     * tensor moves after its advice's events, and is a use from then on. */
+    gh_tm_tensor_add_stream(t, stream);
     rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
+    gh_tm_prefetch_mark(tm, t, stream);
   }
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -1819,7 +1851,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
      * host units of all of them move in one batch. */
     size_t nu = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
-      gh_tm_prefetch_mark(tm, ts[i], stream);
+      gh_tm_tensor_add_stream(ts[i], stream);
       for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 1;
     }
     for (size_t i = 0; i < n; i++) nu += gh_tm_host_units(tm, ts[i]->vf0, ts[i]->nvf, units + nu, &m);
@@ -1830,8 +1862,10 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
     for (size_t i = 0; i < nu; i++)
       if (k == 0 || units[k - 1].v0 != units[i].v0) units[k++] = units[i], m += units[i].k;
     rc = gh_tm_restore_units(tm, units, k, m);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
       for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 0;
+      gh_tm_prefetch_mark(tm, ts[i], stream);
+    }
   }
   free(units);
   free(ts);
@@ -1874,12 +1908,23 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
     /* A mark only: nothing moves and no stream is waited for. Cold: its
      * frames lose their CLOCK credits (a shared frame with a warm neighbour
      * then goes early in the CLOCK order); normal: they get their kind's. */
-    const int cold = advice == GH_ADVICE_COLD;
+    const int cold = advice != GH_ADVICE_NORMAL;
     gh_tm_set_cold(tm, t, cold);
     for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
       gh_vframe_t* f = &tm->vf[v];
       if (cold) f->clock = 0;
       else if (f->clock < gh_tm_credit(t->kind)) f->clock = gh_tm_credit(t->kind);
+    }
+    /* Quiet: an event on each of its streams now; its moves wait for
+     * these. Without them (too many streams, a failed record) it is cold. */
+    if (advice == GH_ADVICE_QUIET && !t->many_streams) {
+      unsigned n = 0;
+      while (n < t->nstreams && GH_P(tm, tm->ops->event_record(tm->fr, t->streams[n], &t->quiet_ev[n])) == GH_OK) n++;
+      if (n == t->nstreams) {
+        t->quiet = (uint8_t)n;
+      } else {
+        while (n) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[--n]));
+      }
     }
   }
   pthread_mutex_unlock(&tm->mu);
@@ -1978,6 +2023,7 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->stream_waits = tm->waits, s->stream_wait_ns = tm->wait_ns;
   s->host_placed_bytes = tm->host_placed;
   for (int k = 0; k < GH_KIND_COUNT; k++) s->clock_victims[k] = tm->clock_victims[k];
+  s->quiet_waits = tm->quiet_waits;
 }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {

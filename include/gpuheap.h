@@ -212,6 +212,8 @@ typedef struct gh_tmgr_stats_s {
                                  budget had no room left after evicting (frames, for large ones) */
   uint64_t clock_victims[GH_KIND_COUNT]; /* frames chosen for eviction by CLOCK (not from the cold
                                             list), by the kind of the frame */
+  uint64_t quiet_waits;      /* waits for the events of quiet tensors (GH_ADVICE_QUIET) before a
+                                move, in place of waits for their streams (not in stream_waits) */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met
@@ -257,7 +259,10 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
 typedef enum gh_advice_e {
   GH_ADVICE_NORMAL = 0, /* its kind's usual eviction priority (what prefetch, pin and alloc imply) */
   GH_ADVICE_COLD = 1,   /* not needed for a while: evict it first when device room is short */
-  GH_ADVICE_COUNT = 2
+  GH_ADVICE_QUIET = 2,  /* cold, and no work touches it until its next prefetch or advice but the
+                           work queued on its streams now: its moves wait for that work only
+                           (events recorded now), not for the streams' present */
+  GH_ADVICE_COUNT = 3
 } gh_advice_t;
 
 /* Mark a tensor cold (or normal again) without moving anything and without
@@ -267,8 +272,16 @@ typedef enum gh_advice_e {
  * from the new advice; a frame shared by small tensors is a victim only
  * once all of them are cold, from the last one's advice); only then does
  * the kind-biased CLOCK pick among the others. Pinned tensors may be
- * advised cold but stay on the device until unpinned. gh_tensor_prefetch
- * and gh_tensor_pin make a tensor normal again. GH_ERR_INVAL for an
+ * advised cold but stay on the device until unpinned. GH_ADVICE_QUIET is
+ * cold plus a promise the manager cannot check: nothing will touch the
+ * tensor (no kernel, copy or host access) until its next prefetch, pin,
+ * advice or free, except what is queued on its streams at the call (one
+ * event is recorded on each; a tensor used on more streams than the manager
+ * tracks is only cold). Moving it then waits for those events instead of
+ * draining its streams, so a move in the middle of queued work does not
+ * stall that work; breaking the promise can make a kernel read memory
+ * being remapped. gh_tensor_prefetch (whose move still counts on the
+ * promise) and gh_tensor_pin make a tensor normal again. GH_ERR_INVAL for an
  * unknown advice; GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
 int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice);
 /* Pinned tensors stay on the device: a pinned tensor on the host is brought

@@ -155,6 +155,7 @@ class Advice(enum.IntEnum):
     """gh_advice_t: what gh_tensor_advise says about a tensor."""
     NORMAL = 0  # its kind's usual eviction priority (what prefetch and pin imply)
     COLD = 1    # evicted first when device room is short, oldest advice first; nothing moves now
+    QUIET = 2   # cold, and untouched until its next prefetch except by work queued now: moves skip the drain
 
 
 class Backend(enum.IntEnum):
@@ -201,13 +202,13 @@ def parse_kind(kind):
     return _parse_enum(kind, Kind, _KIND_ALIASES, "kind", "parse_kind", "one of: " + ", ".join(sorted(_KIND_ALIASES)))
 
 
-_ADVICE_NAMES = {"cold": Advice.COLD, "normal": Advice.NORMAL, "warm": Advice.NORMAL}
+_ADVICE_NAMES = {"cold": Advice.COLD, "normal": Advice.NORMAL, "warm": Advice.NORMAL, "quiet": Advice.QUIET}
 
 
 def parse_advice(advice):
-    """An Advice from an Advice, an int 0..1 or a name ("cold", "normal";
-    also "warm" = normal). Error(ERR_INVAL) otherwise."""
-    return _parse_enum(advice, Advice, _ADVICE_NAMES, "advice", "parse_advice", "cold, normal")
+    """An Advice from an Advice, an int 0..2 or a name ("cold", "normal",
+    "quiet"; also "warm" = normal). Error(ERR_INVAL) otherwise."""
+    return _parse_enum(advice, Advice, _ADVICE_NAMES, "advice", "parse_advice", "cold, normal, quiet")
 
 
 _BACKEND_NAMES = {"default": Backend.DEFAULT, "cuda": Backend.CUDA_VMM, "cuda_vmm": Backend.CUDA_VMM,
@@ -355,7 +356,8 @@ def stats_to_dict(s):
     }
     for f in ("pinned_tensors", "pending_frees", "host_pool_frames", "evictions", "restores",
               "bytes_evicted", "bytes_restored", "oom_events", "heap_grows", "heap_shrinks", "cached_frames",
-              "peak_tensor_bytes", "moves", "move_ns", "stream_waits", "stream_wait_ns", "host_placed_bytes"):
+              "peak_tensor_bytes", "moves", "move_ns", "stream_waits", "stream_wait_ns", "host_placed_bytes",
+              "quiet_waits"):
         d[f] = getattr(s, f)
     return d
 

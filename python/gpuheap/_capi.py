@@ -28,7 +28,7 @@ c_void_p = ctypes.c_void_p
 # Counts of the C enums (GH_TIER_COUNT, GH_KIND_COUNT, GH_ADVICE_COUNT).
 TIER_COUNT = 3
 KIND_COUNT = 4
-ADVICE_COUNT = 2
+ADVICE_COUNT = 3
 KIND_HEAP = 255  # gh_frame_info_t.kind of a device-heap frame
 TMGR_GROW_ON_DEMAND = 1
 
@@ -93,6 +93,7 @@ class TmgrStats(ctypes.Structure):
         ("stream_wait_ns", c_uint64),
         ("host_placed_bytes", c_uint64),
         ("clock_victims", c_uint64 * KIND_COUNT),
+        ("quiet_waits", c_uint64),
     ]
 
 

@@ -530,7 +530,7 @@ class Offload:
     """
 
     def __init__(self, prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
-                 prefetch_weights=True, tensor_info=None, tensor_ptr=None, stream=None):
+                 prefetch_weights=True, quiet=True, tensor_info=None, tensor_ptr=None, stream=None):
         for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise Error(ERR_INVAL, f"{name}: {v!r} must be an integer >= 0", "offload")
@@ -541,6 +541,8 @@ class Offload:
         self.min_bytes = gpuheap.parse_size(min_bytes, "min_bytes")
         self.mode = mode
         self.prefetch_weights = bool(prefetch_weights)
+        self.quiet = bool(quiet)
+        self._backward = False  # an unpack ran since the last pack
         self._manager = manager
         self._info = tensor_info or _torch_tensor_info
         self._ptr = tensor_ptr or _torch_ptr
@@ -550,7 +552,7 @@ class Offload:
         self._by_ptr = {}
         self._cm = None
         self._warned = False
-        self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0, "weights_prefetched": 0, "unpacked": 0,
+        self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0, "weights_prefetched": 0, "quieted": 0, "unpacked": 0,
                          "foreign": 0, "hint_errors": 0}
 
     @property
@@ -567,6 +569,7 @@ class Offload:
         ptr, nbytes = info
         victim = None
         with self._lock:
+            self._backward = False
             e = self._by_ptr.get(ptr)
             # A storage saved again in the same forward keeps its first entry;
             # one from an earlier pass whose backward ran gets a new one.
@@ -585,9 +588,25 @@ class Offload:
             self._hint("advise" if self.mode == "cold" else "evict", victim)
         return t
 
+    def _start_backward(self):
+        """The first unpack after a forward: every saved tensor advised cold
+        and not unpacked yet is read by nothing queued from now on until its
+        own unpack, which prefetches it first. Tell the manager (quiet
+        advice), so that moving it waits for the forward's work only."""
+        with self._lock:
+            if self._backward:
+                return
+            self._backward = True
+            quiet = [x for x in self._entries if x.hinted and not x.unpacked and x.alive()] \
+                if self.quiet and self.mode == "cold" else []
+        for x in quiet:
+            self._hint("quiet", x)
+
     def unpack(self, t):
         ptr = self._ptr(t)
         todo = []
+        if not self._backward:
+            self._start_backward()
         if ptr and self.prefetch_weights and ptr in _protected:  # weights autograd saved: on the device before their backward
             self._hint("weights", _Entry(t, ptr, 0, -1))
             return t
@@ -619,6 +638,8 @@ class Offload:
         try:
             if what == "advise":
                 self.manager.advise(e.ptr, Advice.COLD)
+            elif what == "quiet":
+                self.manager.advise(e.ptr, Advice.QUIET)
             elif what == "evict":
                 self.manager.evict(e.ptr)
             else:
@@ -643,8 +664,8 @@ class Offload:
                 warnings.warn(f"gpuheap.torch.offload: {what} hint failed: {err}", RuntimeWarning)
             return
         with self._lock:
-            self.counters[{"advise": "advised", "evict": "evicted", "weights": "weights_prefetched"}.get(
-                what, "prefetched")] += 1
+            self.counters[{"advise": "advised", "evict": "evicted", "weights": "weights_prefetched",
+                           "quiet": "quieted"}.get(what, "prefetched")] += 1
 
     # -- bookkeeping
     def _prune(self):
@@ -675,10 +696,11 @@ class Offload:
         return cm.__exit__(*exc) if cm is not None else False
 
 
-def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold", prefetch_weights=True):
+def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold", prefetch_weights=True,
+            quiet=True):
     """with gpuheap.torch.offload(): loss = model(x)  -- see Offload (mode
     "cold", the default: saved tensors are advised cold and evicted only when
     the device budget needs room; "evict": evicted at once). Backward may run
     after the block: the hooks stay with the saved tensors."""
     return Offload(prefetch_distance=prefetch_distance, keep_last=keep_last, min_bytes=min_bytes, manager=manager,
-                   mode=mode, prefetch_weights=prefetch_weights)
+                   mode=mode, prefetch_weights=prefetch_weights, quiet=quiet)

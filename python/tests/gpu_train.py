@@ -60,6 +60,7 @@ def parse_args(argv=None):
                     "where the time goes (device time of the kernels, host time of the operators; internal)")
     ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
                     "weights and optimizer memory the manager evicted are brought back before forward and step()")
+    ap.add_argument("--no-quiet", action="store_true", help="(c): offload(quiet=False)")
     ap.add_argument("--keep-last", type=int, default=2, help="(c): offload(keep_last=)")
     ap.add_argument("--no-unpack-weights", action="store_true", help="(c): offload(prefetch_weights=False)")
     ap.add_argument("--host-ops", action="store_true", help="(c): run the last step under a dispatch mode that "
@@ -182,7 +183,7 @@ def child(a):
         ght.mark_model(model, opt, prefetch=a.model_prefetch)
     if cfg == "c":
         off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode, keep_last=a.keep_last,
-                          prefetch_weights=not a.no_unpack_weights)
+                          prefetch_weights=not a.no_unpack_weights, quiet=not a.no_quiet)
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
@@ -274,7 +275,7 @@ def child(a):
         if timed > 0 and s0:
             result["per_step"] = {k: (s[k] - s0.get(k, 0)) / timed * (1e-6 if k.endswith("_ns") else 1)
                                   for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns",
-                                            "host_placed_bytes")}
+                                            "quiet_waits", "host_placed_bytes")}
             result["per_step"]["clock_victims"] = {k: (v - s0.get("clock_victims", {}).get(k, 0)) / timed
                                                    for k, v in s.get("clock_victims", {}).items()}
         result["oom"] = result["oom"] or s["oom_events"] > 0 or bool(ooms)
@@ -363,6 +364,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--model-prefetch"]
     if a.no_unpack_weights:
         args += ["--no-unpack-weights"]
+    if a.no_quiet:
+        args += ["--no-quiet"]
     if a.keep_last != 2:
         args += ["--keep-last", a.keep_last]
     log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")

@@ -367,9 +367,9 @@ class TestOptions(unittest.TestCase):
     def test_advice(self):
         A = gpuheap.Advice
         for s, a in (("cold", A.COLD), (" Cold ", A.COLD), ("normal", A.NORMAL), ("warm", A.NORMAL), (0, A.NORMAL),
-                     (1, A.COLD), (A.COLD, A.COLD)):
+                     (1, A.COLD), (A.COLD, A.COLD), ("quiet", A.QUIET), (2, A.QUIET)):
             self.assertIs(gpuheap.parse_advice(s), a, s)
-        for bad in ("hot", "", 2, -1, None, True, 1.0):
+        for bad in ("hot", "", 3, -1, None, True, 1.0):
             with self.assertRaises(gpuheap.Error, msg=repr(bad)) as cm:
                 gpuheap.parse_advice(bad)
             self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
@@ -632,6 +632,7 @@ class TestOffloadBookkeeping(unittest.TestCase):
         fm = FakeManager()
         kw.setdefault("min_bytes", MiB)
         kw.setdefault("mode", self.MODE)
+        kw.setdefault("quiet", False)  # the quiet advice has tests of its own (TestOffloadQuiet)
         off = ght.Offload(manager=fm, stream=lambda: None, **kw)
         return fm, off
 
@@ -809,7 +810,8 @@ class TestOffloadCold(TestOffloadBookkeeping):
         off.unpack(ts[5])
         self.assertEqual(fm.calls, [])
         self.assertEqual(off.counters, {"packed": 8, "skipped": 0, "advised": 7, "evicted": 0, "prefetched": 8,
-                                        "weights_prefetched": 0, "unpacked": 8, "foreign": 0, "hint_errors": 0})
+                                        "weights_prefetched": 0, "quieted": 0, "unpacked": 8, "foreign": 0,
+                                        "hint_errors": 0})
 
     def test_unpack_prefetches_protected(self):
         """Weights autograd saved (storages mark_model protected) are skipped
@@ -877,6 +879,70 @@ class _Hooks:
             def remove(h):
                 lst.remove(fn)
         return H()
+
+
+class TestOffloadQuiet(unittest.TestCase):
+    """quiet=True (the default): the first unpack after a forward advises
+    QUIET, in packing order, every saved tensor advised cold and not unpacked
+    yet; once per backward; never in mode "evict"."""
+
+    def make(self, **kw):
+        fm = FakeManager()
+        off = ght.Offload(manager=fm, stream=lambda: None, min_bytes=MiB, **kw)
+        return fm, off
+
+    def tensors(self, n):
+        return [FakeTensor(0x10000000 + i * 0x1000000, 4 * MiB) for i in range(n)]
+
+    def test_default_on(self):
+        self.assertTrue(ght.Offload(manager=FakeManager()).quiet)
+        self.assertFalse(ght.Offload(manager=FakeManager(), quiet=False).quiet)
+
+    def test_first_unpack_quiets_the_cold_ones(self):
+        fm, off = self.make(keep_last=2, prefetch_distance=0)
+        ts = self.tensors(5)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        for t in ts:
+            off.pack(t)
+        fm.calls.clear()
+        off.unpack(ts[4])
+        Q = gpuheap.Advice.QUIET
+        self.assertEqual(fm.calls, [("advise", p, Q) for p in ptr[:3]] + [("prefetch", ptr[4])])
+        fm.calls.clear()
+        off.unpack(ts[3])  # the same backward: no more advice
+        self.assertEqual(fm.calls, [("prefetch", ptr[3])])
+        self.assertEqual(off.counters["quieted"], 3)
+        # a new forward, then its backward: quiet again, only the new cold ones
+        fm.calls.clear()
+        us = [FakeTensor(0x40000000 + i * 0x1000000, 4 * MiB) for i in range(3)]
+        for u in us:
+            off.pack(u)
+        off.unpack(us[2])
+        q = [c for c in fm.calls if c[0] == "advise" and c[2] == Q]
+        self.assertEqual([c[1] for c in q][-1], us[0].untyped_storage().data_ptr())
+        self.assertNotIn(ptr[3], [c[1] for c in q])  # unpacked already
+
+    def test_evict_mode_and_off(self):
+        for kw in ({"mode": "evict"}, {"quiet": False}):
+            fm, off = self.make(keep_last=0, prefetch_distance=0, **kw)
+            ts = self.tensors(3)
+            for t in ts:
+                off.pack(t)
+            off.unpack(ts[2])
+            self.assertFalse([c for c in fm.calls if c[0] == "advise" and c[2] == gpuheap.Advice.QUIET], kw)
+            self.assertEqual(off.counters["quieted"], 0)
+
+    def test_quiet_errors_never_raise(self):
+        fm, off = self.make(keep_last=0, prefetch_distance=0)
+        ts = self.tensors(2)
+        pa = ts[0].untyped_storage().data_ptr()
+        for t in ts:
+            off.pack(t)
+        fm.fail[("advise", pa)] = gpuheap.ERR_BUDGET  # only the QUIET advice comes after the packs
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            off.unpack(ts[1])
+        self.assertEqual(off.counters["hint_errors"], 1)
 
 
 class TestMarkModel(unittest.TestCase):

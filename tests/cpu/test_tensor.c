@@ -1362,6 +1362,62 @@ static void prefetch_many(void) {
   free(m.t);
 }
 
+/* GH_ADVICE_QUIET: a cold mark whose moves wait for the events recorded
+ * at the advice (quiet_waits) instead of draining the tensor's streams
+ * (stream_waits); a prefetch moves it the same way and ends the advice, as
+ * do any other advice and a free (their events destroyed: the simulated
+ * provider counts leaks at close). */
+static void quiet(void) {
+  gh_tmgr_t* tm = make_tm_low(16, 64, 0, 0, 1.0); /* 8 device frames */
+  if (!tm) return;
+  model_t m = {0};
+  m.cap = 16;
+  m.t = calloc(m.cap, sizeof *m.t);
+  for (int i = 0; i < 8; i++) add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* T0..T7 */
+  CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[1].p, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[2].p, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[2].p, GH_ADVICE_NORMAL) == GH_OK); /* T2: normal again */
+  CHECK(gh_tensor_advise(tm, m.t[3].p, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[0].p, (gh_advice_t)3) == GH_ERR_INVAL);
+  gh_tmgr_stats_t s0, s1;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK_EQ_U64(s0.evictions, 0);
+  /* A new frame evicts T0, the oldest cold: after its event, no drain. */
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* N8 */
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(0));
+  CHECK_EQ_U64(s1.quiet_waits - s0.quiet_waits, 1);
+  CHECK_EQ_U64(s1.stream_waits, s0.stream_waits);
+  /* Bringing T0 back evicts T1 (quiet) and restores T0 (still quiet as it
+   * moves): two event waits, no drain; T0 is normal afterwards. */
+  CHECK(gh_tensor_prefetch(tm, m.t[0].p, streams[2]) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(1));
+  CHECK_EQ_U64(s0.quiet_waits - s1.quiet_waits, 2);
+  CHECK_EQ_U64(s0.stream_waits, s1.stream_waits);
+  /* T0 advised cold (not quiet) and the next victim after T3 (quiet):
+   * two new frames, one event wait and one drain. */
+  CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_COLD) == GH_OK);
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* N9: T3 goes */
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* N10: T0 goes */
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(1) | BIT(3) | BIT(0));
+  CHECK_EQ_U64(s1.quiet_waits - s0.quiet_waits, 1);
+  CHECK(s1.stream_waits > s0.stream_waits);
+  /* Quiet and then freed: its events go with it. */
+  CHECK(gh_tensor_advise(tm, m.t[4].p, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_free(tm, m.t[4].p, NULL) == GH_OK);
+  m.bytes -= m.t[4].bytes;
+  m.t[4] = m.t[--m.n];
+  CHECK(gh_tensor_advise(tm, m.t[5].p, GH_ADVICE_QUIET) == GH_OK); /* left quiet: destroy cleans up */
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
 static void host_placed(void) {
   gh_tmgr_t* tm = make_tm(8, 64, 2, 0);
   gh_tmgr_stats_t s;
@@ -1401,6 +1457,7 @@ int main(int argc, char** argv) {
   host_reuse();
   host_placed();
   prefetch_many();
+  quiet();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
