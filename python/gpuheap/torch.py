@@ -512,7 +512,22 @@ class Offload:
     prefetch also takes back a cold advice; for a tensor that was never
     evicted it moves nothing and waits for nothing. A tensor that is still
     on the host when a kernel reads it is read over PCIe: slower, still
-    correct.
+    correct. Weights and optimizer state that autograd saved (mark_model's
+    storages) are prefetched as they are unpacked, in case the manager
+    evicted them under pressure (counted in "weights_prefetched");
+    prefetch_weights=False leaves them where they are.
+
+    quiet=True: at the first unpack of a backward, every saved tensor
+    advised cold and not unpacked yet is advised GH_ADVICE_QUIET (counted in
+    "quieted"): nothing queued from then on reads it until its own unpack,
+    so the manager moves it after the forward's work instead of draining
+    the stream. That holds for autograd's own use of saved tensors; code
+    that reads a saved activation during backward outside its node (a hook,
+    a recomputation) breaks it. Off by default: in python/tests/gpu_train.py
+    (c) it replaced 13 of 33 stream waits a step and measured 97 / 107 ms
+    against 104 / 104 without, within the noise (bench/NOTES.md, host side,
+    row 17): those waits were short; the GPU idles during the moves
+    themselves.
 
     prefetch_distance defaults to 1: while moves are synchronous (below), a
     tensor restored further ahead takes room that the next evictions then
@@ -530,7 +545,7 @@ class Offload:
     """
 
     def __init__(self, prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
-                 prefetch_weights=True, quiet=True, tensor_info=None, tensor_ptr=None, stream=None):
+                 prefetch_weights=True, quiet=False, tensor_info=None, tensor_ptr=None, stream=None):
         for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise Error(ERR_INVAL, f"{name}: {v!r} must be an integer >= 0", "offload")
@@ -552,7 +567,8 @@ class Offload:
         self._by_ptr = {}
         self._cm = None
         self._warned = False
-        self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0, "weights_prefetched": 0, "quieted": 0, "unpacked": 0,
+        self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0,
+                         "weights_prefetched": 0, "quieted": 0, "unpacked": 0,
                          "foreign": 0, "hint_errors": 0}
 
     @property
@@ -607,7 +623,8 @@ class Offload:
         todo = []
         if not self._backward:
             self._start_backward()
-        if ptr and self.prefetch_weights and ptr in _protected:  # weights autograd saved: on the device before their backward
+        # Weights autograd saved: on the device before their backward.
+        if ptr and self.prefetch_weights and ptr in _protected:
             self._hint("weights", _Entry(t, ptr, 0, -1))
             return t
         with self._lock:
@@ -697,7 +714,7 @@ class Offload:
 
 
 def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold", prefetch_weights=True,
-            quiet=True):
+            quiet=False):
     """with gpuheap.torch.offload(): loss = model(x)  -- see Offload (mode
     "cold", the default: saved tensors are advised cold and evicted only when
     the device budget needs room; "evict": evicted at once). Backward may run

@@ -60,7 +60,7 @@ def parse_args(argv=None):
                     "where the time goes (device time of the kernels, host time of the operators; internal)")
     ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
                     "weights and optimizer memory the manager evicted are brought back before forward and step()")
-    ap.add_argument("--no-quiet", action="store_true", help="(c): offload(quiet=False)")
+    ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
     ap.add_argument("--keep-last", type=int, default=2, help="(c): offload(keep_last=)")
     ap.add_argument("--no-unpack-weights", action="store_true", help="(c): offload(prefetch_weights=False)")
     ap.add_argument("--host-ops", action="store_true", help="(c): run the last step under a dispatch mode that "
@@ -183,7 +183,7 @@ def child(a):
         ght.mark_model(model, opt, prefetch=a.model_prefetch)
     if cfg == "c":
         off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode, keep_last=a.keep_last,
-                          prefetch_weights=not a.no_unpack_weights, quiet=not a.no_quiet)
+                          prefetch_weights=not a.no_unpack_weights, quiet=a.quiet)
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
@@ -364,8 +364,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--model-prefetch"]
     if a.no_unpack_weights:
         args += ["--no-unpack-weights"]
-    if a.no_quiet:
-        args += ["--no-quiet"]
+    if a.quiet:
+        args += ["--quiet"]
     if a.keep_last != 2:
         args += ["--keep-last", a.keep_last]
     log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")

@@ -632,7 +632,7 @@ class TestOffloadBookkeeping(unittest.TestCase):
         fm = FakeManager()
         kw.setdefault("min_bytes", MiB)
         kw.setdefault("mode", self.MODE)
-        kw.setdefault("quiet", False)  # the quiet advice has tests of its own (TestOffloadQuiet)
+        kw.setdefault("quiet", False)  # the default; the quiet advice has tests of its own (TestOffloadQuiet)
         off = ght.Offload(manager=fm, stream=lambda: None, **kw)
         return fm, off
 
@@ -882,21 +882,23 @@ class _Hooks:
 
 
 class TestOffloadQuiet(unittest.TestCase):
-    """quiet=True (the default): the first unpack after a forward advises
+    """quiet=True: the first unpack after a forward advises
     QUIET, in packing order, every saved tensor advised cold and not unpacked
     yet; once per backward; never in mode "evict"."""
 
     def make(self, **kw):
         fm = FakeManager()
+        kw.setdefault("quiet", True)
         off = ght.Offload(manager=fm, stream=lambda: None, min_bytes=MiB, **kw)
         return fm, off
 
     def tensors(self, n):
         return [FakeTensor(0x10000000 + i * 0x1000000, 4 * MiB) for i in range(n)]
 
-    def test_default_on(self):
-        self.assertTrue(ght.Offload(manager=FakeManager()).quiet)
-        self.assertFalse(ght.Offload(manager=FakeManager(), quiet=False).quiet)
+    def test_default_off(self):
+        self.assertFalse(ght.Offload(manager=FakeManager()).quiet)
+        self.assertFalse(ght.offload(manager=FakeManager()).quiet)
+        self.assertTrue(ght.offload(manager=FakeManager(), quiet=True).quiet)
 
     def test_first_unpack_quiets_the_cold_ones(self):
         fm, off = self.make(keep_last=2, prefetch_distance=0)
