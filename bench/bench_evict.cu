@@ -135,13 +135,30 @@ typedef struct probe_row_s {
 
 static std::vector<probe_row_t> probe_rows;
 
-/* Map [va, va + n * chunk) from h[0..n), one access call, unmap; seconds of each. */
-static void probe_cycle(CUdeviceptr va, const CUmemGenericAllocationHandle* h, size_t n, size_t chunk, double t[3]) {
+/* A pinned allocation's properties at `where` (device 0, or the host), and
+ * read-write access for device 0: what every probe maps. */
+static CUmemAllocationProp probe_prop(CUmemLocationType where) {
+  CUmemAllocationProp p;
+  memset(&p, 0, sizeof p);
+  p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  p.location.type = where;
+  p.location.id = 0;
+  return p;
+}
+
+static CUmemAccessDesc probe_access(void) {
   CUmemAccessDesc d;
   memset(&d, 0, sizeof d);
   d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   d.location.id = 0;
   d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return d;
+}
+
+/* Map [va, va + n * chunk) from h[0..n), one access call, unmap; seconds of each. */
+static void probe_cycle(CUdeviceptr va, const CUmemGenericAllocationHandle* h, size_t n, size_t chunk, double t[3]) {
+  const CUmemAccessDesc d = probe_access();
   const double t0 = now_s();
   for (size_t i = 0; i < n; i++) PCU(pd.map(va + i * chunk, chunk, 0, h[i], 0));
   const double t1 = now_s();
@@ -169,12 +186,7 @@ static void probe(int reps) {
     for (int ci = 0; ci < 3; ci++) {
       const size_t chunk = chunks[ci], n = total / chunk;
       const int T = threads[ci];
-      CUmemAllocationProp p;
-      memset(&p, 0, sizeof p);
-      p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-      p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
-      p.location.type = types[ti];
-      p.location.id = 0;
+      const CUmemAllocationProp p = probe_prop(types[ti]);
       std::vector<CUmemGenericAllocationHandle> h(n);
       const double c0 = now_s();
       for (size_t i = 0; i < n; i++) PCU(pd.create(&h[i], chunk, &p, 0));
@@ -238,11 +250,7 @@ static void probe_host_kinds(int reps) {
       {CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, "host_numa 0"},
       {CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0, "host_numa_current"}};
   for (int k = 0; k < 3; k++) {
-    CUmemAllocationProp p;
-    memset(&p, 0, sizeof p);
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
-    p.location.type = kinds[k].type;
+    CUmemAllocationProp p = probe_prop(kinds[k].type);
     p.location.id = kinds[k].id;
     CUmemGenericAllocationHandle h;
     const double c0 = now_s();
@@ -279,18 +287,8 @@ static void evict_probe(int reps) {
   CUdeviceptr va = 0;
   PCU(pd.reserve(&va, 4 * U, U, 0, 0));
   const CUdeviceptr home[2] = {va, va + U}, alias[2] = {va + 2 * U, va + 3 * U};
-  CUmemAllocationProp pdv, phs;
-  memset(&pdv, 0, sizeof pdv);
-  pdv.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  pdv.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  pdv.location.id = 0;
-  phs = pdv;
-  phs.location.type = CU_MEM_LOCATION_TYPE_HOST;
-  CUmemAccessDesc d;
-  memset(&d, 0, sizeof d);
-  d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  d.location.id = 0;
-  d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE), phs = probe_prop(CU_MEM_LOCATION_TYPE_HOST);
+  const CUmemAccessDesc d = probe_access();
   CUmemGenericAllocationHandle dev[2], host[2];
   for (int k = 0; k < 2; k++) {
     PCU(pd.create(&dev[k], U, &pdv, 0));
@@ -395,18 +393,8 @@ static void probe_overlap(int reps) {
   const size_t U = (size_t)16 << 20;
   CUdeviceptr va = 0;
   PCU(pd.reserve(&va, U, U, 0, 0));
-  CUmemAllocationProp pdv;
-  memset(&pdv, 0, sizeof pdv);
-  pdv.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  pdv.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  pdv.location.id = 0;
-  CUmemAllocationProp phs = pdv;
-  phs.location.type = CU_MEM_LOCATION_TYPE_HOST;
-  CUmemAccessDesc d;
-  memset(&d, 0, sizeof d);
-  d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  d.location.id = 0;
-  d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE), phs = probe_prop(CU_MEM_LOCATION_TYPE_HOST);
+  const CUmemAccessDesc d = probe_access();
   CUmemGenericAllocationHandle dev, host;
   PCU(pd.create(&dev, U, &pdv, 0));
   PCU(pd.create(&host, U, &phs, 0));
