@@ -489,9 +489,10 @@ class Offload:
         budget needs room -- an allocation in forward or backward, a
         prefetch -- the manager evicts the frames of cold tensors first,
         oldest advice first (the activations backward needs last), in one
-        batch down to its low watermark. So only what exceeds the budget
-        moves, in few synchronizations; with a budget that holds the whole
-        step nothing moves at all.
+        batch of what the request needs (or down to the manager's low
+        watermark, when set below 1.0). So only what exceeds the budget
+        moves; with a budget that holds the whole step nothing moves at
+        all.
       mode="evict": evicted now (gh_tensor_evict): its frames go to pinned
         host memory at once, after the work queued on its streams is done,
         whether the budget needs the room or not. Every saved tensor then
