@@ -975,10 +975,18 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   if (!idx) return 0;
   gh_tm_unit_t* units = (gh_tm_unit_t*)(void*)(idx + want);
   size_t n = 0, frames = 0;
+  /* The host frames the victims may take: what the host budget still allows
+   * (the pool's frames are free to take). A unit larger than what is left
+   * is passed over, so that a batch never picks a victim it cannot move
+   * while a smaller one could go. */
+  const size_t host_held = tm->host_used - tm->pool_n;
+  size_t hroom = tm->host_budget_f > host_held ? tm->host_budget_f - host_held : 0;
   /* A chosen vframe takes its whole unit: mark all of it, count its frames. */
 #define GH_TM_TAKE(v)                                                          \
   do {                                                                         \
     const gh_tm_unit_t u_ = gh_tm_unit_of(tm, (v));                            \
+    if (u_.k > hroom) break; /* passed over */                                 \
+    hroom -= u_.k;                                                             \
     for (size_t w_ = u_.v0; w_ < u_.v0 + u_.k; w_++) tm->vf[w_].mark = 1;      \
     idx[n++] = u_.v0, frames += u_.k;                                          \
   } while (0)

@@ -1418,6 +1418,38 @@ static void quiet(void) {
   free(m.t);
 }
 
+/* With the host tier nearly full, eviction passes over victims larger
+ * than the host room left and takes a smaller one that fits, instead of
+ * choosing one it cannot move (and then placing the new tensor in host
+ * memory, or failing a pin or restore). */
+static void victims_fit_host(void) {
+  gh_tmgr_t* tm = make_tm_low(8, 6, 0, 0, 1.0); /* 4 device frames, 3 host frames */
+  if (!tm) return;
+  model_t m = {0};
+  m.cap = 8;
+  m.t = calloc(m.cap, sizeof *m.t);
+  const size_t h = add_tensor(tm, &m, 3 * MiB, GH_KIND_ACTIVATIONS); /* 2 frames, then on the host */
+  CHECK(gh_tensor_evict(tm, m.t[h].p) == GH_OK);
+  CHECK(tier_of(tm, m.t[h].p) == GH_TIER_HOST);
+  const size_t a = add_tensor(tm, &m, 3 * MiB, GH_KIND_ACTIVATIONS); /* 2 frames */
+  const size_t b = add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* 1 frame */
+  add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS);                  /* 1 frame: the device is full */
+  CHECK(gh_tensor_advise(tm, m.t[a].p, GH_ADVICE_COLD) == GH_OK);   /* the oldest cold, but 2 frames */
+  CHECK(gh_tensor_advise(tm, m.t[b].p, GH_ADVICE_COLD) == GH_OK);
+  gh_tmgr_stats_t st;
+  const size_t nw = add_tensor(tm, &m, 2 * MiB, GH_KIND_WORKSPACE); /* needs 1 frame; 1 host frame left */
+  CHECK(tier_of(tm, m.t[nw].p) == GH_TIER_DEVICE);
+  CHECK(tier_of(tm, m.t[b].p) == GH_TIER_HOST);
+  CHECK(tier_of(tm, m.t[a].p) == GH_TIER_DEVICE);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.host_placed_bytes, 0);
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
 static void host_placed(void) {
   gh_tmgr_t* tm = make_tm(8, 64, 2, 0);
   gh_tmgr_stats_t s;
@@ -1458,6 +1490,7 @@ int main(int argc, char** argv) {
   host_placed();
   prefetch_many();
   quiet();
+  victims_fit_host();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
