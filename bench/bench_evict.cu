@@ -447,6 +447,7 @@ static void probe_overlap(int reps) {
     float ka = 0, kw = 0;
     CUDA_OK(cudaEventRecord(e0, s));
     stream_words<<<132 * 8, 256, 0, s>>>(buf, big / 8, 8);
+    CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaEventRecord(e1, s));
     CUDA_OK(cudaStreamSynchronize(s));
     CUDA_OK(cudaEventElapsedTime(&ka, e0, e1));

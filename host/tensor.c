@@ -326,14 +326,15 @@ static void gh_tm_sset_tensor(gh_tm_sset_t* ss, const gh_tensor_t* t) {
   for (unsigned i = 0; i < t->nstreams; i++) gh_tm_sset_add(ss, t->streams[i]);
 }
 
-/* Wait until every stream of the set has reached the present: record an
- * event on each and wait for it (not the whole device). */
 static uint64_t gh_tm_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Wait until every stream of the set has reached the present (record an
+ * event on each and wait for it, not for the whole device), and for the
+ * events of its quiet tensors. Counted in waits / quiet_waits, wait_ns. */
 static int gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
   int rc = GH_OK;
   const uint64_t t0 = gh_tm_now_ns();
@@ -433,8 +434,7 @@ static void gh_tm_cold_unlink(gh_tmgr_t* tm, gh_tensor_t* t) {
   t->cnext = t->cprev = NULL;
 }
 static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int warm_d, int pins_d, int pend_d);
-/* Mark a live tensor cold (a new mark: to the tail of the cold list, also
- * when it was cold already) or warm again, keeping its frames' warm counts. */
+
 /* Forget a quiet advice (its events). */
 static void gh_tm_unquiet(gh_tmgr_t* tm, gh_tensor_t* t) {
   if (!t->quiet) return;
@@ -443,6 +443,8 @@ static void gh_tm_unquiet(gh_tmgr_t* tm, gh_tensor_t* t) {
   t->quiet = 0;
 }
 
+/* Mark a live tensor cold (a new mark: to the tail of the cold list, also
+ * when it was cold already) or warm again, keeping its frames' warm counts. */
 static void gh_tm_set_cold(gh_tmgr_t* tm, gh_tensor_t* t, int cold) {
   gh_tm_unquiet(tm, t);  /* any new advice or use ends a quiet one */
   if (t->cold) gh_tm_cold_unlink(tm, t);
@@ -1806,10 +1808,10 @@ static gh_tensor_t* gh_tm_enter(gh_tmgr_t* tm, const void* ptr, const char* what
   return t;
 }
 
-/* What a prefetch does to a tensor before its frames move: the stream
- * joins its streams, the cold mark goes, its frames get the most credits. */
-static void gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream) {
-  gh_tm_tensor_add_stream(t, stream);
+/* What a prefetch does to a tensor once its frames moved (its stream was
+ * added before, a quiet advice counted for the move): the cold mark and a
+ * quiet advice go, its frames get the most credits. */
+static void gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t) {
   gh_tm_set_cold(tm, t, 0);
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
     if (tm->vf[v].clock < gh_tm_credit(GH_KIND_WEIGHTS)) tm->vf[v].clock = gh_tm_credit(GH_KIND_WEIGHTS);
@@ -1825,7 +1827,7 @@ int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
      * tensor moves after its advice's events, and is a use from then on. */
     gh_tm_tensor_add_stream(t, stream);
     rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
-    gh_tm_prefetch_mark(tm, t, stream);
+    gh_tm_prefetch_mark(tm, t);
   }
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -1872,7 +1874,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
     rc = gh_tm_restore_units(tm, units, k, m);
     for (size_t i = 0; i < n; i++) {
       for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 0;
-      gh_tm_prefetch_mark(tm, ts[i], stream);
+      gh_tm_prefetch_mark(tm, ts[i]);
     }
   }
   free(units);

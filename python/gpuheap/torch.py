@@ -375,8 +375,8 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
     optimizer its parameters, gradients and state before step() (a step
     pre-hook), in one call each (nothing moves for memory on the device).
     Off by default: in python/tests/gpu_train.py (c) it moved more than it
-    saved (124-139 against 111-121 ms a step; bench/NOTES.md, host side,
-    row 13).
+    saved (111-139 against 93-121 ms a step; bench/NOTES.md, host side,
+    rows 12-13).
 
     Returns a handle whose remove() takes the hooks away. `stream`: a
     callable giving the stream of the prefetches (default: the current one)."""
