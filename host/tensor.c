@@ -36,10 +36,10 @@
  * when device room is needed.
  *
  * Invariants (checked by _gh_tmgr_check):
- *   dev_used  == |device frames created| == frames[DEVICE] + heap_frames[DEVICE] + cached (+ frames in transit, 0 between calls)
+ *   dev_used  == |device frames created| == frames[DEVICE] + heap_frames[DEVICE] + cached + spare_f (+ frames in transit, 0 between calls)
  *   cached    == |CACHE vframes| + |device slabs with no tensor| == sum of cached runs' frames + empty slabs
  *   host_used == frames[HOST] + heap_frames[HOST] + pool_n + pool_inflight     (all in frames)
- *   dev_used <= dev_budget_f,  host_used <= host_budget_f
+ *   dev_used <= dev_budget_f,  host_used <= host_budget_f   (device room: dev_budget_f - (dev_used - spare_f))
  *   per vframe: live >= pending;  warm <= live - pending;  pins > 0 => tier == DEVICE
  *   per mapped vframe: poff < pn, and poff > 0 => the vframe before holds the same pa at poff - 1;
  *   tier == HOST <=> palias != GH_TM_NO_ALIAS
@@ -133,6 +133,7 @@ typedef struct gh_tm_fbatch_s {
  * ch frames. */
 typedef struct gh_tm_crun_s {
   size_t v0, n, ch;
+  uint64_t seq;  /* when it was cached (tm->cache_seq): the oldest is released first */
 } gh_tm_crun_t;
 
 struct gh_tensor_s {
@@ -208,6 +209,7 @@ struct gh_tmgr_s {
   uint64_t host_placed; /* stats: host_placed_bytes */
   uint64_t clock_victims[GH_KIND_COUNT]; /* stats: clock_victims */
   uint64_t quiet_waits;  /* stats: quiet_waits */
+  uint64_t vmm_calls[GH_VMM_OP_COUNT], vmm_ns[GH_VMM_OP_COUNT], vmm_move_ns; /* stats (under pmu) */
   uint32_t evict_gen;   /* eviction batches so far (vframe born) */
   int young_last;       /* CLOCK takes frames born in this batch only when no other is left */
   size_t prot_lo, prot_hi;  /* vframes that may not be chosen as victims now */
@@ -226,6 +228,13 @@ struct gh_tmgr_s {
   gh_tm_crun_t* cache;               /* cached runs */
   size_t n_cache, cap_cache;
   size_t cached;                     /* device frames held by the cache: CACHE vframes + empty slabs */
+  uint64_t cache_seq;                /* runs cached so far */
+  int cache_newest_first;            /* GPUHEAP_CACHE_RELEASE_NEWEST=1: the former release order */
+  /* Spare device allocations: created, mapped nowhere, kept for the next
+   * allocation of the same size instead of released (in dev_used). */
+  gh_tm_pa_t* spare;
+  size_t n_spare, cap_spare, spare_f;
+  int spares_off;                    /* GPUHEAP_DEVICE_SPARES=0 */
   gh_stream_t copy_stream;
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
@@ -259,6 +268,21 @@ struct gh_tmgr_s {
     const int gh_prc_ = (call);             \
     pthread_mutex_unlock(&(tm)->pmu);       \
     gh_prc_;                                \
+  })
+/* The same for the physical-memory calls, counted and timed (stats
+ * vmm_calls / vmm_ns) under pmu. */
+static uint64_t gh_tm_now_ns(void);
+static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
+#define GH_PV(tm, op, call)                                       \
+  ({                                                              \
+    pthread_mutex_lock(&(tm)->pmu);                               \
+    const uint64_t gh_pt0_ = gh_tm_now_ns();                      \
+    const int gh_prc_ = (call);                                   \
+    const uint64_t gh_pdt_ = gh_tm_now_ns() - gh_pt0_;            \
+    (tm)->vmm_calls[op]++, (tm)->vmm_ns[op] += gh_pdt_;           \
+    if (gh_tm_in_move) (tm)->vmm_move_ns += gh_pdt_;              \
+    pthread_mutex_unlock(&(tm)->pmu);                             \
+    gh_prc_;                                                      \
   })
 
 static uint8_t* gh_tm_va(const gh_tmgr_t* tm, size_t v) { return tm->base + v * tm->frame; }
@@ -494,19 +518,19 @@ static void gh_tm_alias_put(gh_tmgr_t* tm, uint32_t alias) { tm->alias_used[alia
  * create and map there / unmap and release. Under pmu, not mu necessarily. */
 static int gh_tm_host_make(gh_tmgr_t* tm, size_t n, uint32_t alias, gh_pframe_t* out) {
   gh_pframe_t pf = 0;
-  int rc = GH_P(tm, tm->ops->create(tm->fr, GH_TIER_HOST, n, &pf));
+  int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_HOST, n, &pf));
   if (rc != GH_OK) return rc;
-  rc = GH_P(tm, tm->ops->map(tm->fr, gh_tm_alias_va(tm, alias), &pf, 1));
+  rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_alias_va(tm, alias), &pf, 1));
   if (rc != GH_OK) {
-    GH_P(tm, tm->ops->release(tm->fr, pf));
+    GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pf));
     return rc;
   }
   *out = pf;
   return GH_OK;
 }
 static void gh_tm_host_unmake(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
-  GH_P(tm, tm->ops->unmap(tm->fr, gh_tm_alias_va(tm, pa->alias), pa->n));
-  GH_P(tm, tm->ops->release(tm->fr, pa->pf));
+  GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_alias_va(tm, pa->alias), pa->n));
+  GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
   gh_tm_alias_put(tm, pa->alias);
   tm->host_used -= pa->n;
 }
@@ -647,22 +671,59 @@ static void gh_tm_count(gh_tmgr_t* tm, const gh_vframe_t* f, int delta) {
     tm->nframes[f->tier] += (size_t)delta;
 }
 
-/* Give back an allocation mapped nowhere (but, host, at its alias). */
+/* Device frames in use: created, less the spares. */
+static size_t gh_tm_dev_busy(const gh_tmgr_t* tm) { return tm->dev_used - tm->spare_f; }
+
+static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
+  GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
+  tm->dev_used -= pa->n;
+}
+
+/* Release spare i. */
+static void gh_tm_spare_release(gh_tmgr_t* tm, size_t i) {
+  const gh_tm_pa_t pa = tm->spare[i];
+  tm->spare[i] = tm->spare[--tm->n_spare];
+  tm->spare_f -= pa.n;
+  gh_tm_dev_release(tm, &pa);
+}
+
+/* Give back an allocation mapped nowhere (but, host, at its alias): host
+ * memory to the pool, device memory to the spares (released when the list
+ * cannot grow). */
 static void gh_tm_pa_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   if (pa->tier == GH_TIER_HOST) {
     gh_tm_host_put(tm, pa);
-  } else {
-    GH_P(tm, tm->ops->release(tm->fr, pa->pf));
-    tm->dev_used -= pa->n;
+    return;
   }
+  if (!tm->spares_off && tm->n_spare == tm->cap_spare) {
+    const size_t cap = tm->cap_spare ? 2 * tm->cap_spare : 64;
+    gh_tm_pa_t* p = realloc(tm->spare, cap * sizeof *p);
+    if (p) tm->spare = p, tm->cap_spare = cap;
+  }
+  if (tm->spares_off || tm->n_spare == tm->cap_spare) {
+    gh_tm_dev_release(tm, pa);
+    return;
+  }
+  tm->spare[tm->n_spare++] = *pa;
+  tm->spare_f += pa->n;
 }
 static void gh_tm_pas_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pas, size_t n) {
   for (size_t i = 0; i < n; i++) gh_tm_pa_drop(tm, &pas[i]);
 }
 
-/* A device allocation of n frames (within the budget: checked by the caller). */
+/* A device allocation of n frames (within the budget: checked by the
+ * caller): a spare of that size, else a new one (spares of other sizes
+ * released first while the budget needs their room). */
 static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
-  const int rc = GH_P(tm, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
+  for (size_t i = tm->n_spare; i-- > 0;)
+    if (tm->spare[i].n == n) {
+      *out = tm->spare[i];
+      tm->spare[i] = tm->spare[--tm->n_spare];
+      tm->spare_f -= n;
+      return GH_OK;
+    }
+  while (tm->n_spare && tm->dev_used + n > tm->dev_budget_f) gh_tm_spare_release(tm, 0);
+  const int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
   if (rc != GH_OK) return rc;
   tm->dev_used += n;
   out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE;
@@ -716,7 +777,7 @@ static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* 
 /* Unmap vframes [v, v + n) (all mapped, whole allocations) and give back
  * their allocations. */
 static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
-  GH_P(tm, tm->ops->unmap(tm->fr, gh_tm_va(tm, v), n));
+  GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, v), n));
   for (size_t i = v; i < v + n; i++) {
     gh_vframe_t* f = &tm->vf[i];
     gh_tm_count(tm, f, -1);
@@ -793,7 +854,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   int rc = GH_OK;
   if (to == GH_TIER_DEVICE) {
     st->stage = gh_tm_va(tm, tm->stage_vf0 + slot * GH_TM_CHUNK_MAX);
-    rc = GH_P(tm, tm->ops->map(tm->fr, st->stage, &st->pa[0].pf, 1));
+    rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, st->stage, &st->pa[0].pf, 1));
     if (rc != GH_OK) st->stage = NULL;
     if (rc == GH_OK) rc = GH_P(tm, tm->ops->copy(tm->fr, st->stage, home, u->k * tm->frame, tm->copy_stream));
   } else {
@@ -812,7 +873,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   }
   if (rc != GH_OK) {
     GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));  /* no copy may still write into them */
-    if (st->stage) GH_P(tm, tm->ops->unmap(tm->fr, st->stage, u->k));
+    if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
     gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
   }
@@ -828,18 +889,18 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   gh_tm_pa_t old[GH_TM_CHUNK_MAX];
   const size_t nold = gh_tm_vf_pas(tm, u->v0, u->k, old);
   if (rc == GH_OK) {
-    rc = GH_P(tm, tm->ops->unmap(tm->fr, home, u->k));
+    rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
     if (rc == GH_OK) {
       gh_pframe_t pfs[GH_TM_CHUNK_MAX];
       for (size_t i = 0; i < st->npa; i++) pfs[i] = st->pa[i].pf;
-      rc = GH_P(tm, tm->ops->map(tm->fr, home, pfs, st->npa));
+      rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, home, pfs, st->npa));
       if (rc != GH_OK) {  /* put the old backing back */
         for (size_t i = 0; i < nold; i++) pfs[i] = old[i].pf;
-        GH_P(tm, tm->ops->map(tm->fr, home, pfs, nold));
+        GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, home, pfs, nold));
       }
     }
   }
-  if (st->stage) GH_P(tm, tm->ops->unmap(tm->fr, st->stage, u->k));
+  if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
   if (rc != GH_OK) {
     gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
@@ -890,7 +951,9 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
   if (n == 0) return 0;
   const uint64_t t0 = gh_tm_now_ns();
   tm->moves++;
+  gh_tm_in_move = 1;
   const size_t done = gh_tm_move_units(tm, u, n, to);
+  gh_tm_in_move = 0;
   tm->move_ns += gh_tm_now_ns() - t0;
   return done;
 }
@@ -1036,18 +1099,20 @@ static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
  * frames, then evict in one batch down to the low watermark. Returns how
  * many of the k fit now. */
 static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
-  if (tm->dev_used + k > tm->dev_budget_f && tm->n_pending) {
+  if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->n_pending) {
     gh_tm_flush(tm);
     gh_tm_reclaim(tm, 0);
   }
-  if (tm->dev_used + k > tm->dev_budget_f && tm->cached) gh_tm_cache_release(tm, tm->dev_used + k - tm->dev_budget_f);
-  if (tm->dev_used + k > tm->dev_budget_f) {
+  if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
+    gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
+  const size_t busy = gh_tm_dev_busy(tm);
+  if (busy + k > tm->dev_budget_f) {
     const size_t low = (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
-    size_t want = tm->dev_used + k - tm->dev_budget_f;
-    if (tm->dev_used + k > low && tm->dev_used + k - low > want) want = tm->dev_used + k - low;
+    size_t want = busy + k - tm->dev_budget_f;
+    if (busy + k > low && busy + k - low > want) want = busy + k - low;
     gh_tm_evict(tm, want);
   }
-  const size_t avail = tm->dev_budget_f > tm->dev_used ? tm->dev_budget_f - tm->dev_used : 0;
+  const size_t avail = tm->dev_budget_f > gh_tm_dev_busy(tm) ? tm->dev_budget_f - gh_tm_dev_busy(tm) : 0;
   return avail < k ? avail : k;
 }
 
@@ -1156,7 +1221,7 @@ static int gh_tm_cache_add(gh_tmgr_t* tm, size_t v0, size_t n, size_t ch) {
     if (!p) return GH_ERR_NOMEM;
     tm->cache = p, tm->cap_cache = cap;
   }
-  tm->cache[tm->n_cache++] = (gh_tm_crun_t){v0, n, ch};
+  tm->cache[tm->n_cache++] = (gh_tm_crun_t){v0, n, ch, tm->cache_seq++};
   return GH_OK;
 }
 
@@ -1190,7 +1255,13 @@ static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, si
 static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
   size_t freed = 0;
   while (tm->n_cache && freed < want) {
-    const gh_tm_crun_t e = tm->cache[--tm->n_cache];
+    /* The oldest run: sizes asked for again are taken before they age. */
+    size_t i = tm->n_cache - 1;
+    if (!tm->cache_newest_first)
+      for (size_t j = 0; j < tm->n_cache; j++)
+        if (tm->cache[j].seq < tm->cache[i].seq) i = j;
+    const gh_tm_crun_t e = tm->cache[i];
+    tm->cache[i] = tm->cache[--tm->n_cache];
     gh_tm_vframes_drop(tm, e.v0, e.n);
     freed += e.n;
   }
@@ -1243,7 +1314,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
         if (rc != GH_OK) return _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
         const size_t words = (tm->frame / GH_TM_ALIGN + 63) / 64;
         uint64_t* bits = calloc(words, sizeof *bits);
-        rc = bits ? GH_P(tm, tm->ops->map(tm->fr, gh_tm_va(tm, nv), &pa.pf, 1)) : GH_ERR_NOMEM;
+        rc = bits ? GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, nv), &pa.pf, 1)) : GH_ERR_NOMEM;
         if (rc != GH_OK) {
           free(bits);
           gh_tm_pa_drop(tm, &pa);
@@ -1324,7 +1395,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       if (ch == 1) break;
     }
     for (size_t i = 0; i < npa; i++) pfs[i] = pas[i].pf;
-    const int map_rc = rc == GH_OK ? GH_P(tm, tm->ops->map(tm->fr, gh_tm_va(tm, v), pfs, npa)) : GH_OK;
+    const int map_rc = rc == GH_OK ? GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, v), pfs, npa)) : GH_OK;
     if (rc != GH_OK || map_rc != GH_OK) {
       gh_tm_pas_drop(tm, pas, npa);
       free(pas), free(pfs);
@@ -1559,6 +1630,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * host side, rows 13 and 15). */
     const char* y = getenv("GPUHEAP_EVICT_YOUNG_LAST");
     tm->young_last = y && *y && *y != '0';
+    /* Switches for measuring the device spares and the cache's release
+     * order against what they replaced (bench/NOTES.md, host side, row 18). */
+    const char* sp = getenv("GPUHEAP_DEVICE_SPARES");
+    tm->spares_off = sp && *sp == '0';
+    const char* cn = getenv("GPUHEAP_CACHE_RELEASE_NEWEST");
+    tm->cache_newest_first = cn && *cn && *cn != '0';
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
@@ -1667,6 +1744,8 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     tm->heap = NULL;
     for (size_t v = 0; v < tm->heap_vf; v++)
       if (tm->vf[v].tier != GH_TIER_NONE) gh_tm_vframes_drop(tm, v, 1);  /* single frames */
+    tm->spares_off = 1;
+    while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
     tm->pool_target = 0;
     while (tm->pool_cnt) gh_tm_pool_release_last(tm);
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
@@ -1678,6 +1757,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   free(tm->buckets);
   free(tm->streams);
   free(tm->cache);
+  free(tm->spare);
   pthread_cond_destroy(&tm->pool_cv);
   pthread_cond_destroy(&tm->pool_done_cv);
   pthread_mutex_destroy(&tm->pmu);
@@ -2028,12 +2108,17 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->oom_events = tm->oom_events;
   s->heap_grows = tm->heap_grows, s->heap_shrinks = tm->heap_shrinks;
   s->cached_frames = tm->cached;
+  s->spare_frames = tm->spare_f;
   s->peak_tensor_bytes = tm->peak_bytes;
   s->moves = tm->moves, s->move_ns = tm->move_ns;
   s->stream_waits = tm->waits, s->stream_wait_ns = tm->wait_ns;
   s->host_placed_bytes = tm->host_placed;
   for (int k = 0; k < GH_KIND_COUNT; k++) s->clock_victims[k] = tm->clock_victims[k];
   s->quiet_waits = tm->quiet_waits;
+  pthread_mutex_lock(&tm->pmu);
+  for (int k = 0; k < GH_VMM_OP_COUNT; k++) s->vmm_calls[k] = tm->vmm_calls[k], s->vmm_ns[k] = tm->vmm_ns[k];
+  s->vmm_move_ns = tm->vmm_move_ns;
+  pthread_mutex_unlock(&tm->pmu);
 }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {
@@ -2093,6 +2178,7 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 1);
   gh_tm_cache_release(tm, SIZE_MAX);
+  while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
   /* Host memory kept by restores beyond what the pool thread keeps. */
   while (tm->pool_n > tm->pool_target && tm->pool_cnt) gh_tm_pool_release_last(tm);
   pthread_mutex_unlock(&tm->mu);
@@ -2131,7 +2217,7 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
     }
     if (got == 0) return _gh_error(GH_ERR_BUDGET, "heap growth: no frame in either tier");
     const size_t v0 = tm->heap_online_f;
-    rc = GH_P(tm, tm->ops->map(tm->fr, gh_tm_va(tm, v0), pfs, got));
+    rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, v0), pfs, got));
     if (rc != GH_OK) {
       gh_tm_pas_drop(tm, pas, got);
       return rc;
@@ -2140,7 +2226,7 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
     for (size_t i = 0; i < got; i++) gh_tm_count(tm, &tm->vf[v0 + i], +1);
     rc = _gh_heap_online(tm->heap, (v0 + got) * tm->frame);
     if (rc != GH_OK) {  /* not published: take the frames back */
-      GH_P(tm, tm->ops->unmap(tm->fr, gh_tm_va(tm, v0), got));
+      GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, v0), got));
       for (size_t i = 0; i < got; i++) {
         gh_tm_count(tm, &tm->vf[v0 + i], -1);
         tm->vf[v0 + i].tier = GH_TIER_NONE;
@@ -2182,7 +2268,7 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
   const size_t low = (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
   gh_tm_unit_t* units = NULL;
   size_t n = 0, cap = 0, frames = 0;
-  for (size_t v = tm->tensor_vf0; v < tm->n_va && tm->dev_used + frames < low;) {
+  for (size_t v = tm->tensor_vf0; v < tm->n_va && gh_tm_dev_busy(tm) + frames < low;) {
     const gh_vframe_t* f = &tm->vf[v];
     if (f->tier != GH_TIER_HOST || f->warm == 0) {
       v++;
@@ -2190,7 +2276,7 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
     }
     const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
     v = u.v0 + u.k;
-    if (tm->dev_used + frames + u.k > low) continue;
+    if (gh_tm_dev_busy(tm) + frames + u.k > low) continue;
     if (n == cap) {
       gh_tm_unit_t* p = realloc(units, (cap = cap ? 2 * cap : 64) * sizeof *p);
       if (!p) break;
@@ -2317,9 +2403,18 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
         rc = _gh_error(GH_ERR_CORRUPT, "tier %d: %zu+%zu frames counted, %zu+%zu found", k, tm->nframes[k],
                        tm->heap_nframes[k], nf[k], hf[k]);
   }
-  if (rc == GH_OK && tm->dev_used != nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE] + cf)
-    rc = _gh_error(GH_ERR_CORRUPT, "dev_used %zu != %zu + %zu cached", tm->dev_used,
-                   nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE], cf);
+  /* Spares: device allocations counted right. */
+  size_t spare_frames = 0;
+  for (size_t i = 0; i < tm->n_spare && rc == GH_OK; i++) {
+    spare_frames += tm->spare[i].n;
+    if (tm->spare[i].tier != GH_TIER_DEVICE || tm->spare[i].n == 0)
+      rc = _gh_error(GH_ERR_CORRUPT, "spare %zu: tier %u, %u frames", i, tm->spare[i].tier, tm->spare[i].n);
+  }
+  if (rc == GH_OK && spare_frames != tm->spare_f)
+    rc = _gh_error(GH_ERR_CORRUPT, "spares: %zu frames counted, %zu found", tm->spare_f, spare_frames);
+  if (rc == GH_OK && tm->dev_used != nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE] + cf + spare_frames)
+    rc = _gh_error(GH_ERR_CORRUPT, "dev_used %zu != %zu + %zu cached + %zu spare", tm->dev_used,
+                   nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE], cf, spare_frames);
   if (rc == GH_OK && cf != tm->cached) rc = _gh_error(GH_ERR_CORRUPT, "cache: %zu frames counted, %zu found", tm->cached, cf);
   /* Cached runs: their vframes are the CACHE ones, each a row of whole
    * allocations of ch frames (the last one ch or fewer). */

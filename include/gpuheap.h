@@ -186,6 +186,16 @@ typedef struct gh_tmgr_options_s {
   uint32_t flags;            /* GH_TMGR_* */
 } gh_tmgr_options_t;
 
+/* The physical-memory calls the tensor manager makes, as its stats count
+ * them (map includes the access call of the range mapped). */
+typedef enum gh_vmm_op_e {
+  GH_VMM_CREATE = 0,
+  GH_VMM_RELEASE = 1,
+  GH_VMM_MAP = 2,
+  GH_VMM_UNMAP = 3,
+  GH_VMM_OP_COUNT = 4
+} gh_vmm_op_t;
+
 typedef struct gh_tmgr_stats_s {
   size_t frame_bytes;
   size_t device_budget, host_budget;
@@ -214,6 +224,13 @@ typedef struct gh_tmgr_stats_s {
                                             list), by the kind of the frame */
   uint64_t quiet_waits;      /* waits for the events of quiet tensors (GH_ADVICE_QUIET) before a
                                 move, in place of waits for their streams (not in stream_waits) */
+  uint64_t vmm_calls[GH_VMM_OP_COUNT]; /* calls of the physical-memory API (gh_vmm_op_t), both tiers,
+                                          the host-pool thread's included */
+  uint64_t vmm_ns[GH_VMM_OP_COUNT];    /* host time in them */
+  uint64_t vmm_move_ns;      /* the part of vmm_ns spent inside moves (in move_ns too) */
+  size_t spare_frames;       /* device frames created and mapped nowhere, kept for the next allocation
+                                of their size instead of released (in the budget, not in its room
+                                taken; gh_tmgr_empty_cache releases them) */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met

@@ -336,6 +336,7 @@ def _options_struct(lib, opts):
 # ---------------------------------------------------------------- stats
 _TIER_NAMES = [t.name.lower() for t in Tier]
 _KIND_NAMES = [k.name.lower() for k in Kind]
+_VMM_OP_NAMES = ["create", "release", "map", "unmap"]  # gh_vmm_op_t
 
 
 def stats_to_dict(s):
@@ -353,11 +354,13 @@ def stats_to_dict(s):
                                                for t in range(_capi.TIER_COUNT)}
                               for k in range(_capi.KIND_COUNT)},
         "clock_victims": {_KIND_NAMES[k]: s.clock_victims[k] for k in range(_capi.KIND_COUNT)},
+        "vmm_calls": {_VMM_OP_NAMES[k]: s.vmm_calls[k] for k in range(_capi.VMM_OP_COUNT)},
+        "vmm_ns": {_VMM_OP_NAMES[k]: s.vmm_ns[k] for k in range(_capi.VMM_OP_COUNT)},
     }
     for f in ("pinned_tensors", "pending_frees", "host_pool_frames", "evictions", "restores",
               "bytes_evicted", "bytes_restored", "oom_events", "heap_grows", "heap_shrinks", "cached_frames",
               "peak_tensor_bytes", "moves", "move_ns", "stream_waits", "stream_wait_ns", "host_placed_bytes",
-              "quiet_waits"):
+              "quiet_waits", "vmm_move_ns", "spare_frames"):
         d[f] = getattr(s, f)
     return d
 

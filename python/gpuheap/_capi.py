@@ -29,6 +29,7 @@ c_void_p = ctypes.c_void_p
 TIER_COUNT = 3
 KIND_COUNT = 4
 ADVICE_COUNT = 3
+VMM_OP_COUNT = 4  # GH_VMM_OP_COUNT: create, release, map, unmap
 KIND_HEAP = 255  # gh_frame_info_t.kind of a device-heap frame
 TMGR_GROW_ON_DEMAND = 1
 
@@ -94,6 +95,10 @@ class TmgrStats(ctypes.Structure):
         ("host_placed_bytes", c_uint64),
         ("clock_victims", c_uint64 * KIND_COUNT),
         ("quiet_waits", c_uint64),
+        ("vmm_calls", c_uint64 * VMM_OP_COUNT),
+        ("vmm_ns", c_uint64 * VMM_OP_COUNT),
+        ("vmm_move_ns", c_uint64),
+        ("spare_frames", c_size_t),
     ]
 
 

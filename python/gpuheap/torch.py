@@ -156,10 +156,11 @@ def torch_style_stats(st):
     host_bytes (mapped frames per tier), allocated_bytes.<tier>.current,
     allocated_bytes.<kind>.current, allocation.<kind>.current, evictions,
     restores, bytes_evicted, bytes_restored, pinned_tensors, pending_frees,
-    host_pool_frames, heap_grows, heap_shrinks, cached_frames, and where the
-    manager's time went: moves (batches moved between tiers), move_ns,
-    stream_waits, stream_wait_ns; host_placed_bytes (new tensors placed in
-    host memory for want of device room).
+    host_pool_frames, heap_grows, heap_shrinks, cached_frames, spare_frames,
+    and where the manager's time went: moves (batches moved between tiers),
+    move_ns, stream_waits, stream_wait_ns, vmm_move_ns (physical-memory calls
+    inside moves); host_placed_bytes (new tensors placed in host memory for
+    want of device room).
 
     Left out, because gpuheap has nothing that means the same: the other
     *.peak keys and *.allocated / *.freed (no totals: sample them),
@@ -190,7 +191,8 @@ def torch_style_stats(st):
     for c in ("evictions", "restores", "bytes_evicted", "bytes_restored", "pinned_tensors", "pending_frees",
               "host_pool_frames", "heap_grows", "heap_shrinks"):
         out["gpuheap." + c] = st[c]
-    for c in ("cached_frames", "moves", "move_ns", "stream_waits", "stream_wait_ns", "host_placed_bytes"):
+    for c in ("cached_frames", "spare_frames", "moves", "move_ns", "stream_waits", "stream_wait_ns",
+              "host_placed_bytes", "vmm_move_ns"):
         out["gpuheap." + c] = st[c]
     return collections.OrderedDict(sorted(out.items()))
 

@@ -58,10 +58,13 @@ def parse_args(argv=None):
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")
     ap.add_argument("--profile", action="store_true", help="run the timed steps under torch.profiler and print "
                     "where the time goes (device time of the kernels, host time of the operators; internal)")
+    ap.add_argument("--trace", help="with --profile: write the Chrome trace here and print the GPU's busy time "
+                    "a step (the union of its kernels and copies) against the step's wall time")
     ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
                     "weights and optimizer memory the manager evicted are brought back before forward and step()")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
     ap.add_argument("--keep-last", type=int, default=2, help="(c): offload(keep_last=)")
+    ap.add_argument("--no-offload", action="store_true", help="(c): no offload context (the budget only)")
     ap.add_argument("--no-unpack-weights", action="store_true", help="(c): offload(prefetch_weights=False)")
     ap.add_argument("--host-ops", action="store_true", help="(c): run the last step under a dispatch mode that "
                     "counts, per operator, the calls with an input in host memory as the kernel is queued "
@@ -181,7 +184,7 @@ def child(a):
     off = None
     if m is not None:
         ght.mark_model(model, opt, prefetch=a.model_prefetch)
-    if cfg == "c":
+    if cfg == "c" and not a.no_offload:
         off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode, keep_last=a.keep_last,
                           prefetch_weights=not a.no_unpack_weights, quiet=a.quiet)
     crit = torch.nn.CrossEntropyLoss()
@@ -258,6 +261,9 @@ def child(a):
     if a.profile and t0 is not None:
         prof.__exit__(None, None, None)
         profile_report(prof, timed, cfg)
+        if a.trace:
+            prof.export_chrome_trace(a.trace)
+            trace_report(a.trace, timed, cfg)
     result["ms_per_step"] = (time.perf_counter() - t0) * 1e3 / timed if t0 is not None and timed > 0 else float("nan")
     if m is None:
         result["peak"] = torch.cuda.max_memory_allocated()
@@ -278,6 +284,10 @@ def child(a):
                                             "quiet_waits", "host_placed_bytes")}
             result["per_step"]["clock_victims"] = {k: (v - s0.get("clock_victims", {}).get(k, 0)) / timed
                                                    for k, v in s.get("clock_victims", {}).items()}
+            for key, scale in (("vmm_calls", 1), ("vmm_ns", 1e-6)):
+                result["per_step"][key] = {k: round((v - s0.get(key, {}).get(k, 0)) / timed * scale, 3)
+                                           for k, v in s.get(key, {}).items()}
+            result["per_step"]["vmm_move_ns"] = (s.get("vmm_move_ns", 0) - s0.get("vmm_move_ns", 0)) / timed * 1e-6
         result["oom"] = result["oom"] or s["oom_events"] > 0 or bool(ooms)
         result["memory_stats"] = dict(ght.memory_stats())
         if off is not None:
@@ -349,6 +359,32 @@ def profile_report(prof, steps, cfg):
     log(ka.table(sort_by="self_cpu_time_total", row_limit=12))
 
 
+def trace_report(path, steps, cfg):
+    """--trace: from the Chrome trace, per step, the GPU's busy time (union
+    of kernel, copy and set intervals), the kernels' and the copies' sums,
+    and the wall time from the first GPU interval to the last."""
+    with open(path) as f:
+        ev = json.load(f).get("traceEvents", [])
+    iv = {"kernel": [], "gpu_memcpy": [], "gpu_memset": []}
+    for e in ev:
+        if e.get("ph") == "X" and e.get("cat") in iv:
+            iv[e["cat"]].append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+    allv = sorted(x for v in iv.values() for x in v)
+    if not allv or steps <= 0:
+        log(f"gpu_train[{cfg}] trace: no GPU intervals")
+        return
+    busy, end = 0.0, allv[0][0]
+    for s, e in allv:
+        if e > end:
+            busy += e - max(s, end)
+            end = e
+    span = end - allv[0][0]
+    sums = {k: sum(e - s for s, e in v) / 1e3 / steps for k, v in iv.items()}
+    log(f"gpu_train[{cfg}] trace: a step: GPU busy {busy / 1e3 / steps:.2f} ms of {span / 1e3 / steps:.2f} ms "
+        f"(kernels {sums['kernel']:.2f}, copies {sums['gpu_memcpy']:.2f}, sets {sums['gpu_memset']:.2f}; "
+        f"{len(iv['kernel']) / steps:.0f} kernels, {len(iv['gpu_memcpy']) / steps:.0f} copies)")
+
+
 def run_child(a, cfg, tmp, peak=0):
     args = ["--only", cfg, "--steps", a.steps, "--warmup", a.warmup, "--batch", a.batch, "--image", a.image,
             "--width", a.width, "--blocks", a.blocks, "--classes", a.classes, "--seed", a.seed,
@@ -360,10 +396,16 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--low-watermark", a.low_watermark]
     if a.host_ops:
         args += ["--host-ops"]
+    if a.profile:
+        args += ["--profile"]
+    if a.trace:
+        args += ["--trace", a.trace + "." + cfg]
     if a.model_prefetch:
         args += ["--model-prefetch"]
     if a.no_unpack_weights:
         args += ["--no-unpack-weights"]
+    if a.no_offload:
+        args += ["--no-offload"]
     if a.quiet:
         args += ["--quiet"]
     if a.keep_last != 2:

@@ -1450,6 +1450,88 @@ static void victims_fit_host(void) {
   free(m.t);
 }
 
+/* Device allocations given back are kept as spares for the next one of
+ * their size (no create, no release), within the budget, and given back by
+ * empty_cache; the cache releases its oldest run first. Counted through the
+ * stats' physical-memory calls, which the simulation makes too. */
+static void spares(void) {
+  gh_tmgr_t* tm = make_tm(16, 64, 0, 0); /* 8 device frames */
+  if (!tm) return;
+  gh_tmgr_stats_t st;
+  void *a = NULL, *b = NULL, *x = NULL, *e = NULL, *f = NULL;
+  /* The cache's order: a (4 frames, older) and b (2 frames) cached; a
+   * request of 3 frames fits neither and needs room: a goes, b stays. */
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tensor_free(tm, b, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.cached_frames, 6);
+  CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, NULL, &x) == GH_OK);
+  CHECK(tier_of(tm, x) == GH_TIER_DEVICE);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.cached_frames, 2);
+  CHECK_EQ_U64(st.host_placed_bytes, 0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  void* b2 = NULL;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_WORKSPACE, NULL, &b2) == GH_OK);
+  CHECK(b2 == b); /* the newest run stayed cached */
+  CHECK(gh_tensor_free(tm, b2, NULL) == GH_OK && gh_tensor_free(tm, x, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK_EQ_U64(sim_dev(tm), 0);
+
+  /* An eviction leaves its device allocation spare; the restore takes it
+   * back: no create, no release. */
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, NULL, &e) == GH_OK);
+  memset(e, 0x5a, 8 * MiB);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  const uint64_t releases = st.vmm_calls[GH_VMM_RELEASE];
+  CHECK(gh_tensor_evict(tm, e) == GH_OK); /* creates host frames, releases nothing */
+  CHECK(tier_of(tm, e) == GH_TIER_HOST);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.vmm_calls[GH_VMM_RELEASE], releases);
+  CHECK_EQ_U64(st.spare_frames, 4);
+  CHECK_EQ_U64(sim_dev(tm), 4);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  const uint64_t creates = st.vmm_calls[GH_VMM_CREATE];
+  CHECK(gh_tensor_prefetch(tm, e, NULL) == GH_OK); /* host frames go to the pool */
+  CHECK(tier_of(tm, e) == GH_TIER_DEVICE);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.spare_frames, 0);
+  CHECK_EQ_U64(st.vmm_calls[GH_VMM_CREATE], creates);
+  CHECK_EQ_U64(st.vmm_calls[GH_VMM_RELEASE], releases);
+  for (size_t i = 0; i < 8 * MiB; i += 4099) CHECK(((const uint8_t*)e)[i] == 0x5a);
+
+  /* Spares are not room taken: evict again (4 spare frames), then a tensor
+   * of the whole budget goes to the device, the spare released for it. */
+  CHECK(gh_tensor_evict(tm, e) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.spare_frames, 4);
+  CHECK(gh_tensor_alloc(tm, 16 * MiB, GH_KIND_WORKSPACE, NULL, &f) == GH_OK);
+  CHECK(tier_of(tm, f) == GH_TIER_DEVICE);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.spare_frames, 0);
+  CHECK_EQ_U64(st.host_placed_bytes, 0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_free(tm, f, NULL) == GH_OK);
+  settle(tm);
+  /* empty_cache gives spares back: f's run (cached) and e's restore. */
+  CHECK(gh_tensor_prefetch(tm, e, NULL) == GH_OK);
+  CHECK(gh_tensor_evict(tm, e) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.spare_frames > 0);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.spare_frames, 0);
+  CHECK_EQ_U64(st.cached_frames, 0);
+  CHECK_EQ_U64(sim_dev(tm), 0);
+  CHECK(gh_tensor_free(tm, e, NULL) == GH_OK);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
 static void host_placed(void) {
   gh_tmgr_t* tm = make_tm(8, 64, 2, 0);
   gh_tmgr_stats_t s;
@@ -1491,6 +1573,7 @@ int main(int argc, char** argv) {
   prefetch_many();
   quiet();
   victims_fit_host();
+  spares();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Where a training step's time goes: config (c) at the defaults, (c) with a
+# budget that needs no moves (the offload context's own cost), (a) and (b),
+# and (a), (c) under the profiler with the GPU's busy time from the trace.
+# Variants: see the case below (c-old*, c-new*: the device spares and the
+# cache release order off / on, bench/NOTES.md host side row 18).
+# Needs build-gpu/libgpuheap.so; logs under $OUT (or ./gpu-out), one tarball.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out/diag"
+export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
+peak=${PEAK:-1482845601}
+g() {
+  local name=$1
+  shift
+  timeout 150 python3 -u python/tests/gpu_train.py --peak "$peak" --out "$out/diag/$name.json" "$@" > "$out/diag/$name.log" 2>&1
+  echo "$name: $(grep -hE 'ms/step|per step|trace:|device time' "$out/diag/$name.log" | sed 's/^.*gpu_train\[.\]//' | tr '\n' ' ')"
+}
+for v in ${DIAG:-c0 c-nomove a0 b0 c-prof a-prof}; do
+  case $v in
+    c0) g c0 --only c --steps 20 ;;
+    c-nomove) g c-nomove --only c --steps 20 --budget-fraction 4 ;;
+    a0) g a0 --only a --steps 20 ;;
+    b0) g b0 --only b --steps 20 ;;
+    c-nomove-nw) g c-nomove-nw --only c --steps 20 --budget-fraction 4 --no-unpack-weights ;;
+    c-nomove-prof) g c-nomove-prof --only c --steps 8 --budget-fraction 4 --profile --trace "$out/diag/cn.trace" ;;
+    c-nomove-nooff) g c-nomove-nooff --only c --steps 20 --budget-fraction 4 --no-offload ;;
+    c-old*) GPUHEAP_DEVICE_SPARES=0 GPUHEAP_CACHE_RELEASE_NEWEST=1 g "$v" --only c --steps 20 ;;
+    c-nospare*) GPUHEAP_DEVICE_SPARES=0 g "$v" --only c --steps 20 ;;
+    c-new*) g "$v" --only c --steps 20 ;;
+    cn-old*) GPUHEAP_DEVICE_SPARES=0 GPUHEAP_CACHE_RELEASE_NEWEST=1 g "$v" --only c --steps 20 --budget-fraction 4 ;;
+    cn-new*) g "$v" --only c --steps 20 --budget-fraction 4 ;;
+    c-quiet) g c-quiet --only c --steps 20 --quiet ;;
+    c-prof) g c-prof --only c --steps 8 --profile --trace "$out/diag/c.trace" ;;
+    a-prof) g a-prof --only a --steps 8 --profile --trace "$out/diag/a.trace" ;;
+    b-prof) g b-prof --only b --steps 8 --profile --trace "$out/diag/b.trace" ;;
+  esac
+done
+rm -f "$out"/diag/*.trace
+tar czf "$out/diag.tgz" -C "$out" diag && rm -rf "$out/diag"
