@@ -1652,6 +1652,13 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->alias_one_f = host_f;
   tm->tensor_vf0 = tm->alias_vf0 + alias_big_f + host_f;
   tm->chunk = GH_TM_CHUNK_DEFAULT;
+  {
+    /* GPUHEAP_CHUNK_FRAMES=n (2 .. GH_TM_CHUNK_MAX): chunks of n frames, for
+     * comparisons (bench/NOTES.md, host side, row 20). */
+    const char* c = getenv("GPUHEAP_CHUNK_FRAMES");
+    const long n = c ? strtol(c, NULL, 10) : 0;
+    if (n >= 2 && n <= (long)GH_TM_CHUNK_MAX) tm->chunk = (size_t)n;
+  }
   tm->free_hint = tm->hand = tm->tensor_vf0;
   tm->dev_budget_f = o.device_budget / tm->frame;
   tm->host_budget_f = host_f;
