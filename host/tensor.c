@@ -1226,18 +1226,22 @@ static int gh_tm_cache_add(gh_tmgr_t* tm, size_t v0, size_t n, size_t ch) {
 }
 
 /* A cached prefix for a tensor of n frames: the entry whose shortest prefix
- * of whole allocations covering n frames wastes least (at most n / 4);
- * taken out of the cache (the rest stays). 0 when none. */
+ * of whole allocations covering n frames wastes least (at most n / 4), and
+ * among those the shortest entry, so that a run is split only when no
+ * entry of the size is left (splitting a long run for a short tensor left
+ * the long tensors of the next step no run to take: bench/NOTES.md, host
+ * side, row 21); taken out of the cache (the rest stays). 0 when none. */
 static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch) {
-  size_t best = SIZE_MAX, best_p = 0;
+  size_t best = SIZE_MAX, best_p = 0, best_n = 0;
   for (size_t i = 0; i < tm->n_cache; i++) {
     const gh_tm_crun_t* e = &tm->cache[i];
     if (e->n < n) continue;
     const size_t up = (n + e->ch - 1) / e->ch * e->ch;
     const size_t p = up < e->n ? up : e->n;
-    if (p - n > n / 4 || (best != SIZE_MAX && p >= best_p)) continue;
-    best = i, best_p = p;
-    if (p == n) break;
+    if (p - n > n / 4) continue;
+    if (best != SIZE_MAX && (p > best_p || (p == best_p && e->n >= best_n))) continue;
+    best = i, best_p = p, best_n = e->n;
+    if (p == n && e->n == n) break;
   }
   if (best == SIZE_MAX) return 0;
   gh_tm_crun_t* e = &tm->cache[best];

@@ -1532,6 +1532,36 @@ static void spares(void) {
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
 
+/* A cached run is split only when no entry of the size is left: of two
+ * runs whose prefixes fit a tensor equally, the shorter one is taken, and
+ * the longer one stays whole for a longer tensor. */
+static void cache_shortest(void) {
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 0);
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  gh_tmgr_stats_t st;
+  CHECK(gh_tensor_alloc(tm, 16 * MiB, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK); /* 8 frames, 4 allocations */
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK);  /* 4 frames, 2 allocations */
+  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tensor_free(tm, b, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.cached_frames, 12);
+  const uint64_t maps = st.vmm_calls[GH_VMM_MAP];
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, NULL, &c) == GH_OK);
+  CHECK(c == b);
+  CHECK(gh_tensor_alloc(tm, 16 * MiB, GH_KIND_ACTIVATIONS, NULL, &d) == GH_OK);
+  CHECK(d == a);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.cached_frames, 0);
+  CHECK_EQ_U64(st.vmm_calls[GH_VMM_MAP], maps); /* both from the cache, nothing mapped */
+  CHECK(gh_tensor_free(tm, c, NULL) == GH_OK && gh_tensor_free(tm, d, NULL) == GH_OK);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
 static void host_placed(void) {
   gh_tmgr_t* tm = make_tm(8, 64, 2, 0);
   gh_tmgr_stats_t s;
@@ -1574,6 +1604,7 @@ int main(int argc, char** argv) {
   quiet();
   victims_fit_host();
   spares();
+  cache_shortest();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
