@@ -61,9 +61,11 @@
  *   (GH_TM_TENSOR_STREAMS) is synchronized against every stream seen.
  * - Frees make no provider call. Every stream, the free's own included,
  *   gets the memory after the free's event: events are recorded (one per
- *   stream with new frees) when an allocation finds no mapped memory, when
- *   device room is short, and at maintain / empty_cache / destroy; they are
- *   queried at those points and at every other call, and waited for only
+ *   stream with new frees) when an allocation finds no mapped memory or
+ *   finds GH_TM_FLUSH_FREES frees without one, when device room is short,
+ *   and at maintain / empty_cache / destroy; they are queried at those
+ *   points, at every GH_TM_RECLAIM_EVERY-th allocation and at every other
+ *   call but free, and waited for only
  *   before a request is refused (and by empty_cache and destroy). So a
  *   stream that frees were made on must live until the next flush after
  *   them (gh_tmgr_maintain flushes): destroy it only after that.
@@ -108,6 +110,10 @@
 /* Recently freed starts remembered to tell a double free from a foreign
  * pointer. */
 #define GH_TM_FREED_RING 4096
+/* Frees batched under one event per stream before an allocation records
+ * it, and allocations between looks at the completed ones. */
+#define GH_TM_FLUSH_FREES ((size_t)16)
+#define GH_TM_RECLAIM_EVERY 8u
 /* Empty slabs kept mapped per kind (the cache of small tensors). */
 #define GH_TM_SLAB_KEEP 2
 
@@ -246,6 +252,7 @@ struct gh_tmgr_s {
   gh_tensor_t *pend_head, *pend_tail;  /* pending frees, oldest first */
   size_t n_pending;
   size_t n_unflushed;  /* pending tensors with no event yet */
+  unsigned alloc_tick; /* allocations, for GH_TM_RECLAIM_EVERY */
   uint64_t pass;       /* reclaim passes */
   size_t live_bytes, peak_bytes;  /* requested bytes of live tensors, and their peak */
   const void* freed[GH_TM_FREED_RING];
@@ -1818,6 +1825,15 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
        * the new frees, reclaim the completed ones, place with new frames
        * if need be; else wait for every pending free and the pool, give
        * back the whole cache, and try once more. */
+      /* Frees get their events in batches of GH_TM_FLUSH_FREES, and
+       * completed ones are looked at every GH_TM_RECLAIM_EVERY allocations,
+       * so that freed memory comes back to the cache while allocations
+       * still find it there: waiting for a miss to do both left each miss
+       * creating new memory, and the cache growing by ~0.9 GB a step in a
+       * training run with an ample budget (bench/NOTES.md, host side,
+       * rows 21-22). */
+      if (tm->n_unflushed >= GH_TM_FLUSH_FREES) gh_tm_flush(tm);
+      if (tm->n_pending > tm->n_unflushed && ++tm->alloc_tick % GH_TM_RECLAIM_EVERY == 0) gh_tm_reclaim(tm, 0);
       rc = gh_tm_place(tm, t, 1);
       if (rc != GH_OK) {
         gh_tm_flush(tm);

@@ -251,7 +251,8 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
  * it must be ordered before, as with cudaFreeAsync). A freed large
  * tensor's device memory stays mapped in a cache (see cached_frames). The
  * event that orders other streams after the free is recorded on `stream`
- * later (gh_tmgr_maintain, or an allocation that needs the memory), so
+ * later (gh_tmgr_maintain, an allocation that needs the memory, or one that
+ * finds 16 frees waiting for their event), so
  * `stream` must live until gh_tmgr_maintain has run after the free.
  * GH_ERR_FOREIGN for a pointer that is no tensor's start, GH_ERR_DOUBLE_FREE
  * for one freed already. */

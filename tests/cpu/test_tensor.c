@@ -1562,6 +1562,34 @@ static void cache_shortest(void) {
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
 
+/* Freed memory comes back to the cache while allocations keep hitting
+ * mapped memory: 16 frees get an event at the next allocation, and
+ * completed events are looked at every 8 allocations, so that a later
+ * allocation of a freed size takes its run instead of new frames. */
+static void early_flush(void) {
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 1); /* an event completes after 1 query */
+  if (!tm) return;
+  void* runs[16];
+  void* small[16];
+  void* keep = NULL;
+  CHECK(gh_tensor_alloc(tm, 256, GH_KIND_WEIGHTS, NULL, &keep) == GH_OK); /* a slab with room */
+  for (int i = 0; i < 16; i++) CHECK(gh_tensor_alloc(tm, 2 * MiB, GH_KIND_ACTIVATIONS, NULL, &runs[i]) == GH_OK);
+  for (int i = 0; i < 16; i++) CHECK(gh_tensor_free(tm, runs[i], NULL) == GH_OK);
+  const size_t dev = sim_dev(tm);
+  for (int i = 0; i < 16; i++) CHECK(gh_tensor_alloc(tm, 256, GH_KIND_WEIGHTS, NULL, &small[i]) == GH_OK);
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.pending_frees, 0);
+  CHECK_EQ_U64(st.cached_frames, 16);
+  void* again = NULL;
+  CHECK(gh_tensor_alloc(tm, 2 * MiB, GH_KIND_ACTIVATIONS, NULL, &again) == GH_OK);
+  CHECK_EQ_U64(sim_dev(tm), dev); /* from the cache: no new frame */
+  CHECK(gh_tensor_free(tm, again, NULL) == GH_OK && gh_tensor_free(tm, keep, NULL) == GH_OK);
+  for (int i = 0; i < 16; i++) CHECK(gh_tensor_free(tm, small[i], NULL) == GH_OK);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
 static void host_placed(void) {
   gh_tmgr_t* tm = make_tm(8, 64, 2, 0);
   gh_tmgr_stats_t s;
@@ -1605,6 +1633,7 @@ int main(int argc, char** argv) {
   victims_fit_host();
   spares();
   cache_shortest();
+  early_flush();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
