@@ -4,7 +4,7 @@
 # and (a), (c) under the profiler with the GPU's busy time from the trace.
 # Variants: see the case below (c-old*, c-new*: the device spares and the
 # cache release order off / on, bench/NOTES.md host side row 19; c-chN-R:
-# chunks of N frames, round R, row 20).
+# chunks of N frames, round R, row 20; vK-R: tools/ab-train.sh's variants).
 # Needs build-gpu/libgpuheap.so; logs under $OUT (or ./gpu-out), one tarball.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +33,10 @@ for v in ${DIAG:-c0 c-nomove a0 b0 c-prof a-prof}; do
     cn-old*) GPUHEAP_DEVICE_SPARES=0 GPUHEAP_CACHE_RELEASE_NEWEST=1 g "$v" --only c --steps 20 --budget-fraction 4 ;;
     cn-new*) g "$v" --only c --steps 20 --budget-fraction 4 ;;
     c-ch*) n=${v#c-ch}; GPUHEAP_CHUNK_FRAMES=${n%%-*} g "$v" --only c --steps 20 ;;
+    v0-*) GPUHEAP_EVICT_YOUNG_LAST=0 g "$v" --only c --steps 20 --no-unpack-weights ;;
+    v1-*) GPUHEAP_EVICT_YOUNG_LAST=0 g "$v" --only c --steps 20 ;;
+    v2-*) GPUHEAP_EVICT_YOUNG_LAST=1 g "$v" --only c --steps 20 ;;
+    v3-*) GPUHEAP_EVICT_YOUNG_LAST=1 g "$v" --only c --steps 20 --model-prefetch ;;
     c-quiet) g c-quiet --only c --steps 20 --quiet ;;
     c-prof) g c-prof --only c --steps 8 --profile --trace "$out/diag/c.trace" ;;
     a-prof) g a-prof --only a --steps 8 --profile --trace "$out/diag/a.trace" ;;
