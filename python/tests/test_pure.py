@@ -169,6 +169,9 @@ def fake_stats(**over):
     s.pinned_tensors, s.pending_frees, s.host_pool_frames = 1, 2, 3
     s.evictions, s.restores, s.bytes_evicted, s.bytes_restored = 7, 5, 14 * MiB, 10 * MiB
     s.oom_events, s.heap_grows, s.heap_shrinks = 1, 4, 2
+    for k in range(_capi.VMM_OP_COUNT):
+        s.vmm_calls[k], s.vmm_ns[k] = 10 + k, 1000 * (k + 1)
+    s.vmm_move_ns, s.spare_frames = 1500, 4
     for k, v in over.items():
         setattr(s, k, v)
     return s
@@ -422,6 +425,9 @@ class TestStats(unittest.TestCase):
         self.assertEqual(d["tensors"], {"workspace": 1, "activations": 2, "optimizer": 3, "weights": 4})
         self.assertEqual(d["tensor_bytes_tier"]["weights"], {"none": 0, "device": 2 * MiB, "host": 2 * MiB})
         self.assertEqual(d["evictions"], 7)
+        self.assertEqual(d["vmm_calls"], {"create": 10, "release": 11, "map": 12, "unmap": 13})
+        self.assertEqual(d["vmm_ns"], {"create": 1000, "release": 2000, "map": 3000, "unmap": 4000})
+        self.assertEqual((d["vmm_move_ns"], d["spare_frames"]), (1500, 4))
         for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns", "cached_frames", "peak_tensor_bytes",
                   "host_placed_bytes"):
             self.assertIn(k, d)
@@ -440,6 +446,7 @@ class TestStats(unittest.TestCase):
         self.assertEqual(peaked["allocated_bytes.all.peak"], 12 * MiB)
         self.assertEqual((peaked["gpuheap.moves"], peaked["gpuheap.move_ns"]), (3, 5000))
         self.assertEqual(peaked["gpuheap.stream_waits"], 0)
+        self.assertEqual((m["gpuheap.spare_frames"], m["gpuheap.vmm_move_ns"]), (4, 1500))
         self.assertEqual(m["num_ooms"], 1)
         self.assertEqual(m["gpuheap.device_bytes"], 8 * 2 * MiB)
         self.assertEqual(m["gpuheap.host_bytes"], 3 * 2 * MiB)
