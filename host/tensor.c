@@ -84,9 +84,12 @@
  * since its tensors' latest mark.
  */
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "frames.h"
 #include "frames_sim.h"
@@ -265,6 +268,7 @@ struct gh_tmgr_s {
 
   gh_heap_t* heap;
   size_t heap_online_f, heap_initial_f;
+  FILE* trace;  /* GPUHEAP_TRACE: the calls, one line each (gh_tm_trace) */
 };
 
 /* ---------------------------------------------------------------- provider
@@ -280,6 +284,46 @@ struct gh_tmgr_s {
  * vmm_calls / vmm_ns) under pmu. */
 static uint64_t gh_tm_now_ns(void);
 static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
+
+/* ---------------------------------------------------------------- trace
+ * GPUHEAP_TRACE=path (a "%d" in it becomes the process id): every call
+ * that changes tensors or memory is written there under mu, one line each,
+ * with its result, so that bench/replay_trace can run the same sequence on
+ * the simulated provider (policy work without a GPU: bench/NOTES.md, host
+ * side, "Next"). Lines (pointers as the caller saw them, streams as their
+ * order of first use, 0 = the first stream seen):
+ *   # gpuheap-trace 1 <device_budget> <host_budget> <low_watermark> <chunk frames> <host pool frames>
+ *   a <ptr> <bytes> <kind> <stream> <rc>     alloc (ptr 0 when it failed)
+ *   f <ptr> <stream> <rc>                    free
+ *   c <ptr> <advice> <rc>                    advise
+ *   p <ptr> <stream> <rc>                    prefetch
+ *   n <stream> <rc> <count> <ptr>...         prefetch_many
+ *   e <ptr> <rc>                             evict
+ *   P <ptr> <rc> / U <ptr> <rc>              pin / unpin
+ *   k <ptr> <kind> <rc>                      set_kind
+ *   t <ptr> <rc>                             tier (no change but its reclaim)
+ *   m <rc> / x <rc>                          maintain / empty_cache */
+__attribute__((format(printf, 2, 3))) static void gh_tm_trace(gh_tmgr_t* tm, const char* fmt, ...) {
+  if (!tm->trace) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(tm->trace, fmt, ap);
+  va_end(ap);
+}
+#define GH_TM_TP(p) ((unsigned long long)(uintptr_t)(p)) /* a pointer as the trace writes it (hex) */
+/* The stream's order of first use (after gh_tm_stream_seen; SIZE_MAX if
+ * never seen). */
+static size_t gh_tm_sidx(const gh_tmgr_t* tm, gh_stream_t s) {
+  for (size_t i = 0; i < tm->n_streams; i++)
+    if (tm->streams[i] == s) return i;
+  return SIZE_MAX;
+}
+static void gh_tm_trace_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stream_t stream, int rc) {
+  if (!tm->trace) return;
+  fprintf(tm->trace, "n %zu %d %zu", gh_tm_sidx(tm, stream), rc, ptrs ? n : 0);
+  for (size_t i = 0; ptrs && i < n; i++) fprintf(tm->trace, " %llx", GH_TM_TP(ptrs[i]));
+  fputc('\n', tm->trace);
+}
 #define GH_PV(tm, op, call)                                       \
   ({                                                              \
     pthread_mutex_lock(&(tm)->pmu);                               \
@@ -1677,6 +1721,26 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->pool_ones_target = tm->pool_target < GH_TM_POOL_ONES ? tm->pool_target : GH_TM_POOL_ONES;
   tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / tm->chunk;
   tm->pool_cap = tm->host_budget_f + 1; /* every pooled allocation holds a frame of the host budget */
+  {
+    const char* tp = getenv("GPUHEAP_TRACE");
+    if (tp && *tp) {
+      /* The n-th manager of the process (from 0) writes to path, ".n" added
+       * from the second on. */
+      static unsigned managers;
+      const unsigned nth = __atomic_fetch_add(&managers, 1, __ATOMIC_RELAXED);
+      char path[4096], suffix[16] = "";
+      if (nth) snprintf(suffix, sizeof suffix, ".%u", nth);
+      const char* pid = strstr(tp, "%d");
+      if (pid && strlen(tp) < sizeof path - 40)
+        snprintf(path, sizeof path, "%.*s%ld%s%s", (int)(pid - tp), tp, (long)getpid(), pid + 2, suffix);
+      else
+        snprintf(path, sizeof path, "%s%s", tp, suffix);
+      tm->trace = fopen(path, "w");
+      if (tm->trace)
+        fprintf(tm->trace, "# gpuheap-trace 1 %zu %zu %.6f %zu %zu\n", tm->dev_budget_f * tm->frame,
+                tm->host_budget_f * tm->frame, o.low_watermark, tm->chunk, tm->pool_target);
+    }
+  }
   tm->vf = calloc(tm->n_va, sizeof *tm->vf);
   tm->pool = calloc(tm->pool_cap, sizeof *tm->pool);
   tm->alias_used = calloc(alias_big_f + host_f + 1, 1);
@@ -1774,6 +1838,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   free(tm->alias_used);
   free(tm->buckets);
   free(tm->streams);
+  if (tm->trace) fclose(tm->trace);
   free(tm->cache);
   free(tm->spare);
   pthread_cond_destroy(&tm->pool_cv);
@@ -1860,6 +1925,8 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
       if (tm->oom) gh_tm_snapshot(tm, &snap);
     }
   }
+  gh_tm_trace(tm, "a %llx %zu %u %zu %d\n", GH_TM_TP(rc == GH_OK ? t->ptr : NULL), bytes, (unsigned)kind,
+              gh_tm_sidx(tm, stream), rc);
   const gh_oom_fn oom = tm->oom;
   void* user = tm->oom_user;
   pthread_mutex_unlock(&tm->mu);
@@ -1902,6 +1969,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     tm->freed[tm->freed_pos] = ptr;
     tm->freed_pos = (tm->freed_pos + 1) % GH_TM_FREED_RING;
   }
+  gh_tm_trace(tm, "f %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -1936,6 +2004,7 @@ int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
     gh_tm_prefetch_mark(tm, t);
   }
+  gh_tm_trace(tm, "p %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -1986,6 +2055,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   }
   free(units);
   free(ts);
+  gh_tm_trace_many(tm, ptrs, n, stream, rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2012,6 +2082,7 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
     else rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_evict: out of memory");
     free(units);
   }
+  gh_tm_trace(tm, "e %llx %d\n", GH_TM_TP(ptr), rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2044,6 +2115,7 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
       }
     }
   }
+  gh_tm_trace(tm, "c %llx %d %d\n", GH_TM_TP(ptr), (int)advice, rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2066,6 +2138,7 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
       gh_tm_set_cold(tm, t, 0);  /* a use */
     }
   }
+  gh_tm_trace(tm, "P %llx %d\n", GH_TM_TP(ptr), rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2079,6 +2152,7 @@ int gh_tensor_unpin(gh_tmgr_t* tm, void* ptr) {
     gh_tm_tensor_frames(tm, t, 0, 0, -1, 0);
     tm->pinned_tensors--;
   }
+  gh_tm_trace(tm, "U %llx %d\n", GH_TM_TP(ptr), rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2096,6 +2170,7 @@ int gh_tensor_set_kind(gh_tmgr_t* tm, void* ptr, gh_kind_t kind) {
     if (tm->vf[t->vf0].role == GH_VF_RUN)
       for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) tm->vf[v].kind = (uint8_t)kind;
   }
+  gh_tm_trace(tm, "k %llx %u %d\n", GH_TM_TP(ptr), (unsigned)kind, rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2105,6 +2180,7 @@ int gh_tensor_tier(gh_tmgr_t* tm, const void* ptr, gh_tier_t* tier) {
   int rc;
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_tier", &rc);
   if (rc == GH_OK) *tier = (gh_tier_t)tm->vf[t->vf0].tier;
+  gh_tm_trace(tm, "t %llx %d\n", GH_TM_TP(ptr), rc); /* it reclaims, as every call does */
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2208,6 +2284,7 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
   while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
   /* Host memory kept by restores beyond what the pool thread keeps. */
   while (tm->pool_n > tm->pool_target && tm->pool_cnt) gh_tm_pool_release_last(tm);
+  gh_tm_trace(tm, "x %d\n", GH_OK);
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }
@@ -2314,6 +2391,7 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
   if (n) gh_tm_move(tm, units, n, GH_TIER_DEVICE);  /* one pipelined batch */
   free(units);
   if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
+  gh_tm_trace(tm, "m %d\n", rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
