@@ -1,5 +1,6 @@
 /* The call trace (GPUHEAP_TRACE) and its replay: a seeded random sequence
- * of tensor calls on the simulated provider is recorded to the file named
+ * of tensor calls (4000; 800 at GH_TEST_SCALE=0.1) on the simulated
+ * provider is recorded to the file named
  * by argv[1], and the manager's counts at the end are appended as an
  * "# expect" line; ctest then runs bench/replay_trace on the file with
  * --check, which fails unless every call gives the recorded result and the
@@ -46,7 +47,9 @@ int main(int argc, char** argv) {
   unsigned pins[MAXT];
   size_t n = 0;
   size_t refused = 0;
-  for (int op = 0; op < 4000; op++) {
+  int ops = (int)(4000 * gh_test_scale());
+  if (ops < 800) ops = 800;
+  for (int op = 0; op < ops; op++) {
     const size_t r = below(100);
     void* p = n ? live[below(n)] : NULL;
     if (r < 35 && n < MAXT) {
