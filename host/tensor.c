@@ -311,13 +311,7 @@ __attribute__((format(printf, 2, 3))) static void gh_tm_trace(gh_tmgr_t* tm, con
   va_end(ap);
 }
 #define GH_TM_TP(p) ((unsigned long long)(uintptr_t)(p)) /* a pointer as the trace writes it (hex) */
-/* The stream's order of first use (after gh_tm_stream_seen; SIZE_MAX if
- * never seen). */
-static size_t gh_tm_sidx(const gh_tmgr_t* tm, gh_stream_t s) {
-  for (size_t i = 0; i < tm->n_streams; i++)
-    if (tm->streams[i] == s) return i;
-  return SIZE_MAX;
-}
+static size_t gh_tm_sidx(const gh_tmgr_t* tm, gh_stream_t s);
 static void gh_tm_trace_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stream_t stream, int rc) {
   if (!tm->trace) return;
   fprintf(tm->trace, "n %zu %d %zu", gh_tm_sidx(tm, stream), rc, ptrs ? n : 0);
@@ -341,9 +335,15 @@ static size_t gh_tm_round(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static uint8_t gh_tm_credit(unsigned kind) { return (uint8_t)(1 + kind); }
 
 /* ---------------------------------------------------------------- streams */
-static int gh_tm_stream_seen(gh_tmgr_t* tm, gh_stream_t s) {
+/* The stream's order of first use (SIZE_MAX if never seen):
+ * gh_tm_stream_seen adds it, and the trace names streams by it. */
+static size_t gh_tm_sidx(const gh_tmgr_t* tm, gh_stream_t s) {
   for (size_t i = 0; i < tm->n_streams; i++)
-    if (tm->streams[i] == s) return GH_OK;
+    if (tm->streams[i] == s) return i;
+  return SIZE_MAX;
+}
+static int gh_tm_stream_seen(gh_tmgr_t* tm, gh_stream_t s) {
+  if (gh_tm_sidx(tm, s) != SIZE_MAX) return GH_OK;
   if (tm->n_streams == tm->cap_streams) {
     const size_t cap = tm->cap_streams ? 2 * tm->cap_streams : 8;
     gh_stream_t* p = realloc(tm->streams, cap * sizeof *p);
@@ -730,11 +730,15 @@ static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   tm->dev_used -= pa->n;
 }
 
-/* Release spare i. */
-static void gh_tm_spare_release(gh_tmgr_t* tm, size_t i) {
+/* Take spare i out of the list. */
+static gh_tm_pa_t gh_tm_spare_take(gh_tmgr_t* tm, size_t i) {
   const gh_tm_pa_t pa = tm->spare[i];
   tm->spare[i] = tm->spare[--tm->n_spare];
   tm->spare_f -= pa.n;
+  return pa;
+}
+static void gh_tm_spare_release(gh_tmgr_t* tm, size_t i) {
+  const gh_tm_pa_t pa = gh_tm_spare_take(tm, i);
   gh_tm_dev_release(tm, &pa);
 }
 
@@ -768,9 +772,7 @@ static void gh_tm_pas_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pas, size_t n) {
 static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
   for (size_t i = tm->n_spare; i-- > 0;)
     if (tm->spare[i].n == n) {
-      *out = tm->spare[i];
-      tm->spare[i] = tm->spare[--tm->n_spare];
-      tm->spare_f -= n;
+      *out = gh_tm_spare_take(tm, i);
       return GH_OK;
     }
   while (tm->n_spare && tm->dev_used + n > tm->dev_budget_f) gh_tm_spare_release(tm, 0);
@@ -1686,7 +1688,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     const char* y = getenv("GPUHEAP_EVICT_YOUNG_LAST");
     tm->young_last = y && *y && *y != '0';
     /* Switches for measuring the device spares and the cache's release
-     * order against what they replaced (bench/NOTES.md, host side, row 18). */
+     * order against what they replaced (bench/NOTES.md, host side, row 19). */
     const char* sp = getenv("GPUHEAP_DEVICE_SPARES");
     tm->spares_off = sp && *sp == '0';
     const char* cn = getenv("GPUHEAP_CACHE_RELEASE_NEWEST");
@@ -1736,7 +1738,9 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
       else
         snprintf(path, sizeof path, "%s%s", tp, suffix);
       tm->trace = fopen(path, "w");
-      if (tm->trace)
+      if (!tm->trace)  /* asked for by the user, who would otherwise find no file and no reason */
+        fprintf(stderr, "gpuheap: GPUHEAP_TRACE: cannot open %s; no trace\n", path);
+      else
         fprintf(tm->trace, "# gpuheap-trace 1 %zu %zu %.6f %zu %zu\n", tm->dev_budget_f * tm->frame,
                 tm->host_budget_f * tm->frame, o.low_watermark, tm->chunk, tm->pool_target);
     }
