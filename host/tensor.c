@@ -5,7 +5,7 @@
  *
  * Layout of the range (frames, from the provider):
  *
- *   [ device heap: heap_max | device staging: GH_TM_STAGE | host aliases | tensors ... ]
+ *   [ device heap: heap_max | device staging: GH_TM_STAGE | host aliases | device aliases | tensors ... ]
  *
  * Glossary: a *vframe* is one frame-sized slot of the range, with its record
  * (gh_vframe_t: role, tier, the physical allocation mapped there and the
@@ -19,6 +19,10 @@
  * memory, its *alias*: every host allocation stays mapped, from creation to
  * release, at a frame of the host-alias region, so an eviction copies
  * straight into it (a physical allocation may be mapped at two addresses).
+ * A device allocation gets an alias too, in the device-alias region, the
+ * first time it is moved (or filled by a restore), and keeps it until it is
+ * released: a move copies between the two aliases, never through the home
+ * address, so the home is remapped while the copy runs.
  * A *unit* is what one step of a move takes: a chunk, or a slab's vframe.
  *
  * Why chunks: the driver's access and unmap calls cost per allocation
@@ -42,7 +46,8 @@
  *   dev_used <= dev_budget_f,  host_used <= host_budget_f   (device room: dev_budget_f - (dev_used - spare_f))
  *   per vframe: live >= pending;  warm <= live - pending;  pins > 0 => tier == DEVICE
  *   per mapped vframe: poff < pn, and poff > 0 => the vframe before holds the same pa at poff - 1;
- *   tier == HOST <=> palias != GH_TM_NO_ALIAS
+ *   tier == HOST => palias != GH_TM_NO_ALIAS (host alias); device: a device alias or none
+ *   device aliases in use == the frames of the device allocations that hold one
  *
  * Synchronization.
  * - One manager mutex (mu) makes every public call atomic. A second mutex
@@ -124,6 +129,9 @@
  * for reuse (see the cache below). */
 enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE };
 enum { GH_T_LIVE = 0, GH_T_PENDING = 1 };
+/* A free leaves its frames' counts to the manager's next call (gh_tm_lock),
+ * so that its cost does not grow with the tensor's frames. */
+enum { GH_TM_UNSETTLED = 1, GH_TM_UNSETTLED_WARM = 2, GH_TM_UNSETTLED_PINNED = 4 };
 
 typedef struct gh_tensor_s gh_tensor_t;
 
@@ -155,6 +163,7 @@ struct gh_tensor_s {
   uint64_t cold_seq;  /* cold: when it was marked (tm->cold_seq then) */
   uint8_t kind, cold, state, nstreams, many_streams;
   uint8_t quiet;  /* advised GH_ADVICE_QUIET: its moves wait for quiet_ev[0..quiet), not its streams */
+  uint8_t unsettled;  /* freed, its frames' counts not updated yet: GH_TM_UNSETTLED | _WARM | _PINNED */
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
   gh_fevent_t quiet_ev[GH_TM_TENSOR_STREAMS]; /* recorded on its streams at the advice */
   gh_tm_fbatch_t* batch;           /* pending: its free's event; NULL until the next flush */
@@ -169,13 +178,13 @@ struct gh_tensor_s {
 typedef struct gh_tm_pa_s {
   gh_pframe_t pf;
   uint32_t n;      /* frames */
-  uint32_t alias;  /* host: its alias, in frames from alias_vf0; device: GH_TM_NO_ALIAS */
+  uint32_t alias;  /* host: its alias, in frames from alias_vf0; device: in frames from dalias_vf0, or GH_TM_NO_ALIAS */
   uint8_t tier;
 } gh_tm_pa_t;
 
 typedef struct gh_vframe_s {
   gh_pframe_t pf;       /* the allocation mapped here when tier != NONE */
-  uint32_t palias;      /* its alias (host), GH_TM_NO_ALIAS (device) */
+  uint32_t palias;      /* its alias (host; device: or GH_TM_NO_ALIAS) */
   uint32_t pn, poff;    /* its frames, and this vframe's place in it */
   uint8_t tier, role, kind;
   uint8_t clock;        /* CLOCK credits */
@@ -209,6 +218,10 @@ struct gh_tmgr_s {
   size_t alias_big_f;           /* alias region: [0, alias_big_f) for chunk-sized host allocations ... */
   size_t alias_one_f;           /* ... then alias_one_f single frames */
   uint8_t* alias_used;          /* per alias frame (big: per block's first frame) */
+  size_t dalias_vf0, dalias_f;  /* device-alias region */
+  size_t dalias_hint;           /* no free device-alias frame below it */
+  size_t dalias_n;              /* device-alias frames in use */
+  uint8_t* dalias_used;         /* per device-alias frame */
   gh_vframe_t* vf;
   size_t free_hint;  /* no FREE tensor vframe below it */
   size_t hand;       /* CLOCK hand */
@@ -244,6 +257,7 @@ struct gh_tmgr_s {
   gh_tm_pa_t* spare;
   size_t n_spare, cap_spare, spare_f;
   int spares_off;                    /* GPUHEAP_DEVICE_SPARES=0 */
+  int dalias_off;                    /* GPUHEAP_DEVICE_ALIASES=0: moves stage every device allocation */
   gh_stream_t copy_stream;
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
@@ -255,6 +269,7 @@ struct gh_tmgr_s {
   gh_tensor_t *pend_head, *pend_tail;  /* pending frees, oldest first */
   size_t n_pending;
   size_t n_unflushed;  /* pending tensors with no event yet */
+  size_t n_unsettled;  /* ... of which with their frames' counts still to update (the newest) */
   unsigned alloc_tick; /* allocations, for GH_TM_RECLAIM_EVERY */
   uint64_t pass;       /* reclaim passes */
   size_t live_bytes, peak_bytes;  /* requested bytes of live tensors, and their peak */
@@ -725,7 +740,62 @@ static void gh_tm_count(gh_tmgr_t* tm, const gh_vframe_t* f, int delta) {
 /* Device frames in use: created, less the spares. */
 static size_t gh_tm_dev_busy(const gh_tmgr_t* tm) { return tm->dev_used - tm->spare_f; }
 
+/* ---------------------------------------------------------------- device aliases
+ * A device allocation is mapped at an alias (first fit in the device-alias
+ * region) the first time a move copies out of or into it, and stays there
+ * until it is released, so that later moves of the same memory (a training
+ * step moves the same allocations every step) make no call for it. */
+static uint8_t* gh_tm_dalias_va(const gh_tmgr_t* tm, uint32_t a) { return gh_tm_va(tm, tm->dalias_vf0 + a); }
+
+static void gh_tm_dalias_put(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
+  if (pa->alias == GH_TM_NO_ALIAS) return;
+  GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_dalias_va(tm, pa->alias), pa->n));
+  memset(tm->dalias_used + pa->alias, 0, pa->n);
+  if (pa->alias < tm->dalias_hint) tm->dalias_hint = pa->alias;
+  tm->dalias_n -= pa->n;
+  pa->alias = GH_TM_NO_ALIAS;
+}
+
+/* First fit of n free device-alias frames; GH_TM_NO_ALIAS when none. */
+static uint32_t gh_tm_dalias_find(gh_tmgr_t* tm, size_t n) {
+  size_t i = tm->dalias_hint;
+  while (i < tm->dalias_f && tm->dalias_used[i]) i++;
+  tm->dalias_hint = i;
+  while (i + n <= tm->dalias_f) {
+    size_t j = 0;
+    while (j < n && !tm->dalias_used[i + j]) j++;
+    if (j == n) return (uint32_t)i;
+    i += j + 1;
+    while (i < tm->dalias_f && tm->dalias_used[i]) i++;
+  }
+  return GH_TM_NO_ALIAS;
+}
+
+/* Give device allocation *pa (mapped nowhere else but, maybe, at its home)
+ * an alias if it has none: GH_OK with pa->alias set, or an error (the
+ * region full even after the spares gave theirs back, or the map failed),
+ * nothing changed. */
+static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
+  if (pa->alias != GH_TM_NO_ALIAS) return GH_OK;
+  if (tm->dalias_off) return GH_ERR_UNSUPPORTED;
+  uint32_t a = gh_tm_dalias_find(tm, pa->n);
+  for (size_t i = 0; a == GH_TM_NO_ALIAS && i < tm->n_spare; i++) {  /* spares are the likeliest idle ones */
+    if (tm->spare[i].alias == GH_TM_NO_ALIAS) continue;
+    gh_tm_dalias_put(tm, &tm->spare[i]);
+    a = gh_tm_dalias_find(tm, pa->n);
+  }
+  if (a == GH_TM_NO_ALIAS) return _gh_error(GH_ERR_BUDGET, "device-alias region full (%zu frames asked)", (size_t)pa->n);
+  const int rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_dalias_va(tm, a), &pa->pf, 1));
+  if (rc != GH_OK) return rc;
+  memset(tm->dalias_used + a, 1, pa->n);
+  tm->dalias_n += pa->n;
+  pa->alias = a;
+  return GH_OK;
+}
+
 static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
+  gh_tm_pa_t p = *pa;
+  gh_tm_dalias_put(tm, &p);
   GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
   tm->dev_used -= pa->n;
 }
@@ -862,28 +932,32 @@ static size_t gh_tm_find_run(gh_tmgr_t* tm, size_t n) {
 
 /* ---------------------------------------------------------------- moving
  * A move takes units (whole chunks of runs, or slab vframes) from one tier
- * to the other, pipelined: the copies of units i and i + 1 are queued on the
- * copy stream while this thread remaps unit i - 1 (an event per unit tells
- * when its copy is done; GH_TM_DEPTH units in flight). Per unit:
- *   start   new backing (host allocations come mapped at their aliases;
- *           a device allocation is mapped at a staging window, one per
- *           unit in flight),
- *           copy home -> alias / staging, event;
- *   finish  wait for the event, unmap home, map the new backing at home (one
- *           map call), unmap the staging window (restore), give back the
- *           old backing (device: released; host: to the pool, still at its
- *           alias).
+ * to the other, pipelined: the copies of units i .. i + DEPTH - 1 are queued
+ * on the copy stream while this thread remaps their homes. The copy goes
+ * between the aliases of the two allocations (host: its alias; device: its
+ * alias, mapped on its first move, else a staging window, one per unit in
+ * flight), never through the home address, so a unit's home is remapped at
+ * once, while its copy runs: no kernel touches a moving frame (a move
+ * starts after the streams of its tensors reached the present), and the
+ * move ends only when the copies have. Per unit:
+ *   start   new backing (host allocations come mapped at their aliases),
+ *           copy alias -> alias, event; unmap home, map the new backing
+ *           there (one map call);
+ *   finish  wait for the event, unmap the staging window if one was used,
+ *           give back the old backing (device: to the spares, with its
+ *           alias; host: to the pool, still at its alias).
  * A failure stops the move after the units finished so far; a unit whose
- * remap fails keeps its old backing (mapped back at home). */
+ * remap or copy fails keeps its old backing (mapped back at home). */
 typedef struct gh_tm_unit_s {
   size_t v0, k;
 } gh_tm_unit_t;
 
 typedef struct gh_tm_step_s {
-  gh_tm_pa_t pa[GH_TM_CHUNK_MAX];
-  size_t npa;
+  gh_tm_pa_t pa[GH_TM_CHUNK_MAX];   /* the new backing */
+  gh_tm_pa_t old[GH_TM_CHUNK_MAX];  /* the old one */
+  size_t npa, nold;
   gh_fevent_t ev;
-  uint8_t* stage;  /* restore: the staging window of the new device allocation */
+  uint8_t* stage;  /* the device allocation's staging window, when it has no alias */
 } gh_tm_step_t;
 
 /* The unit of vframe v. */
@@ -898,34 +972,68 @@ static gh_tm_unit_t gh_tm_unit_of(const gh_tmgr_t* tm, size_t v) {
   return u;
 }
 
+/* Map the home of unit u (unmapped) to pas[0..n) (one map call). */
+static int gh_tm_home_map(gh_tmgr_t* tm, const gh_tm_unit_t* u, const gh_tm_pa_t* pas, size_t n) {
+  gh_pframe_t pfs[GH_TM_CHUNK_MAX];
+  for (size_t i = 0; i < n; i++) pfs[i] = pas[i].pf;
+  return GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, u->v0), pfs, n));
+}
+
+/* Put unit u's old backing back at its home, which holds the new one. */
+static void gh_tm_home_undo(gh_tmgr_t* tm, const gh_tm_unit_t* u, const gh_tm_step_t* st) {
+  if (GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, u->v0), u->k)) == GH_OK)
+    gh_tm_home_map(tm, u, st->old, st->nold);
+}
+
 /* Start moving unit u into tier `to`, staging window `slot`: 1 when its
- * copy is under way, 0 (nothing changed) when not. */
+ * copy is under way and its home holds the new backing, 0 (nothing
+ * changed) when not. */
 static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st, size_t slot) {
   uint8_t* home = gh_tm_va(tm, u->v0);
   st->ev = 0, st->stage = NULL;
+  st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
   if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa) != GH_OK) return 0;
+  /* The device side is one allocation (a chunk's, or a slab's frame). */
+  gh_tm_pa_t* dev = to == GH_TIER_DEVICE ? &st->pa[0] : &st->old[0];
+  const gh_tm_pa_t* host = to == GH_TIER_DEVICE ? st->old : st->pa;
+  const size_t nhost = to == GH_TIER_DEVICE ? st->nold : st->npa;
+  uint8_t* dva = NULL;
   int rc = GH_OK;
-  if (to == GH_TIER_DEVICE) {
-    st->stage = gh_tm_va(tm, tm->stage_vf0 + slot * GH_TM_CHUNK_MAX);
-    rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, st->stage, &st->pa[0].pf, 1));
-    if (rc != GH_OK) st->stage = NULL;
-    if (rc == GH_OK) rc = GH_P(tm, tm->ops->copy(tm->fr, st->stage, home, u->k * tm->frame, tm->copy_stream));
+  if (gh_tm_dalias_get(tm, dev) == GH_OK) {
+    dva = gh_tm_dalias_va(tm, dev->alias);
+    if (to == GH_TIER_HOST)  /* the old backing's records keep its alias */
+      for (size_t v = u->v0; v < u->v0 + u->k; v++) tm->vf[v].palias = dev->alias;
   } else {
-    /* One copy per run of allocations whose aliases are contiguous. */
-    size_t off = 0;
-    for (size_t i = 0; i < st->npa && rc == GH_OK;) {
-      size_t j = i + 1, nf = st->pa[i].n;
-      while (j < st->npa && st->pa[j].alias == st->pa[j - 1].alias + st->pa[j - 1].n) nf += st->pa[j++].n;
-      rc = GH_P(tm, tm->ops->copy(tm->fr, gh_tm_alias_va(tm, st->pa[i].alias), home + off * tm->frame, nf * tm->frame,
-                                   tm->copy_stream));
-      off += nf, i = j;
-    }
+    st->stage = gh_tm_va(tm, tm->stage_vf0 + slot * GH_TM_CHUNK_MAX);
+    rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, st->stage, &dev->pf, 1));
+    if (rc != GH_OK) st->stage = NULL;
+    dva = st->stage;
+  }
+  /* One copy per run of host allocations whose aliases are contiguous. */
+  size_t off = 0;
+  for (size_t i = 0; i < nhost && rc == GH_OK;) {
+    size_t j = i + 1, nf = host[i].n;
+    while (j < nhost && host[j].alias == host[j - 1].alias + host[j - 1].n) nf += host[j++].n;
+    uint8_t* h = gh_tm_alias_va(tm, host[i].alias);
+    uint8_t* d = dva + off * tm->frame;
+    rc = GH_P(tm, tm->ops->copy(tm->fr, to == GH_TIER_DEVICE ? d : h, to == GH_TIER_DEVICE ? h : d, nf * tm->frame,
+                                 tm->copy_stream));
+    off += nf, i = j;
   }
   if (rc == GH_OK && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &st->ev)) != GH_OK) {
     st->ev = 0;  /* no event: wait for the stream at the finish instead */
   }
+  /* The remap, while the copy runs. */
+  if (rc == GH_OK) {
+    rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
+    if (rc == GH_OK) {
+      rc = gh_tm_home_map(tm, u, st->pa, st->npa);
+      if (rc != GH_OK) gh_tm_home_map(tm, u, st->old, st->nold);  /* put the old backing back */
+    }
+  }
   if (rc != GH_OK) {
     GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));  /* no copy may still write into them */
+    if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
     if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
     gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
@@ -935,31 +1043,17 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
 
 /* Finish a started unit: the frames moved (u->k, or 0 when it stays). */
 static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st) {
-  uint8_t* home = gh_tm_va(tm, u->v0);
-  int rc = st->ev ? GH_P(tm, tm->ops->event_sync(tm->fr, st->ev))
-                   : GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+  const int rc = st->ev ? GH_P(tm, tm->ops->event_sync(tm->fr, st->ev))
+                        : GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
   if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
-  gh_tm_pa_t old[GH_TM_CHUNK_MAX];
-  const size_t nold = gh_tm_vf_pas(tm, u->v0, u->k, old);
-  if (rc == GH_OK) {
-    rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
-    if (rc == GH_OK) {
-      gh_pframe_t pfs[GH_TM_CHUNK_MAX];
-      for (size_t i = 0; i < st->npa; i++) pfs[i] = st->pa[i].pf;
-      rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, home, pfs, st->npa));
-      if (rc != GH_OK) {  /* put the old backing back */
-        for (size_t i = 0; i < nold; i++) pfs[i] = old[i].pf;
-        GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, home, pfs, nold));
-      }
-    }
-  }
+  if (rc != GH_OK) gh_tm_home_undo(tm, u, st);  /* the copy failed: the data is in the old backing */
   if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
   if (rc != GH_OK) {
     gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
   }
   for (size_t v = u->v0; v < u->v0 + u->k; v++) gh_tm_count(tm, &tm->vf[v], -1);
-  gh_tm_pas_drop(tm, old, nold);
+  gh_tm_pas_drop(tm, st->old, st->nold);
   gh_tm_vf_set(tm, u->v0, st->pa, st->npa);
   for (size_t v = u->v0; v < u->v0 + u->k; v++) {
     gh_vframe_t* f = &tm->vf[v];
@@ -1534,6 +1628,23 @@ static void gh_tm_reclaim_tensor(gh_tmgr_t* tm, gh_tensor_t* t) {
   free(t);
 }
 
+/* Update the frame counts of the frees that left them (the newest pending
+ * tensors, all without an event yet). */
+static void gh_tm_settle(gh_tmgr_t* tm) {
+  for (gh_tensor_t* t = tm->pend_tail; t && tm->n_unsettled; t = t->prev) {
+    if (!t->unsettled) continue;
+    gh_tm_tensor_frames(tm, t, 0, (t->unsettled & GH_TM_UNSETTLED_WARM) ? -1 : 0,
+                        (t->unsettled & GH_TM_UNSETTLED_PINNED) ? -1 : 0, +1);
+    t->unsettled = 0;
+    tm->n_unsettled--;
+  }
+}
+/* Every public call but gh_tensor_free enters through this. */
+static void gh_tm_lock(gh_tmgr_t* tm) {
+  pthread_mutex_lock(&tm->mu);
+  gh_tm_settle(tm);
+}
+
 static void gh_tm_pend_push(gh_tmgr_t* tm, gh_tensor_t* t) {
   t->next = NULL, t->prev = tm->pend_tail;
   if (tm->pend_tail) tm->pend_tail->next = t; else tm->pend_head = t;
@@ -1565,6 +1676,7 @@ static void gh_tm_pend_remove(gh_tmgr_t* tm, gh_tensor_t* t) {
  * synchronized instead.) */
 static void gh_tm_flush(gh_tmgr_t* tm) {
   if (!tm->n_unflushed) return;
+  gh_tm_settle(tm);
   gh_tm_fbatch_t** sb = calloc(tm->n_streams ? tm->n_streams : 1, sizeof *sb);
   /* The frees with no event are the newest: a suffix of the list. */
   for (gh_tensor_t *t = tm->pend_tail, *pv; t && tm->n_unflushed; t = pv) {
@@ -1672,7 +1784,10 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
    * again in single frames, so that an alias is always found. */
   const size_t host_f = o.host_budget / frame;
   const size_t alias_big_f = (host_f + GH_TM_CHUNK_MAX - 1) / GH_TM_CHUNK_MAX * GH_TM_CHUNK_MAX;
-  const size_t fixed = (heap_vf + GH_TM_STAGE + alias_big_f + host_f) * frame;
+  /* Device aliases: twice the budget, for first fit's holes (the spares
+   * give theirs back when a fit is not found; a move stages without one). */
+  const size_t dalias_f = 2 * (o.device_budget / frame) + GH_TM_CHUNK_MAX;
+  const size_t fixed = (heap_vf + GH_TM_STAGE + alias_big_f + host_f + dalias_f) * frame;
   if (o.va_bytes == 0) o.va_bytes = 4 * (o.device_budget + o.host_budget) + fixed;
   if (o.va_bytes < fixed + frame) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: va_bytes too small");
 
@@ -1693,6 +1808,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     tm->spares_off = sp && *sp == '0';
     const char* cn = getenv("GPUHEAP_CACHE_RELEASE_NEWEST");
     tm->cache_newest_first = cn && *cn && *cn != '0';
+    /* GPUHEAP_DEVICE_ALIASES=0: moves map every device allocation at a
+     * staging window (the former way), for comparisons (bench/NOTES.md,
+     * host side, row 23). */
+    const char* da = getenv("GPUHEAP_DEVICE_ALIASES");
+    tm->dalias_off = da && *da == '0';
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
@@ -1707,7 +1827,9 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->alias_vf0 = heap_vf + GH_TM_STAGE;
   tm->alias_big_f = alias_big_f;
   tm->alias_one_f = host_f;
-  tm->tensor_vf0 = tm->alias_vf0 + alias_big_f + host_f;
+  tm->dalias_vf0 = tm->alias_vf0 + alias_big_f + host_f;
+  tm->dalias_f = dalias_f;
+  tm->tensor_vf0 = tm->dalias_vf0 + dalias_f;
   tm->chunk = GH_TM_CHUNK_DEFAULT;
   {
     /* GPUHEAP_CHUNK_FRAMES=n (2 .. GH_TM_CHUNK_MAX): chunks of n frames, for
@@ -1748,9 +1870,10 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->vf = calloc(tm->n_va, sizeof *tm->vf);
   tm->pool = calloc(tm->pool_cap, sizeof *tm->pool);
   tm->alias_used = calloc(alias_big_f + host_f + 1, 1);
+  tm->dalias_used = calloc(dalias_f, 1);
   tm->n_buckets = 256;
   tm->buckets = calloc(tm->n_buckets, sizeof *tm->buckets);
-  if (!tm->vf || !tm->pool || !tm->buckets || !tm->alias_used) {
+  if (!tm->vf || !tm->pool || !tm->buckets || !tm->alias_used || !tm->dalias_used) {
     rc = _gh_error(GH_ERR_NOMEM, "gh_tmgr_create: out of memory");
     goto fail;
   }
@@ -1806,6 +1929,7 @@ fail:
 /* Tear down everything (no pool thread running). */
 static void gh_tm_free_all(gh_tmgr_t* tm) {
   if (tm->fr) {
+    gh_tm_settle(tm);
     /* Frees with an event: wait for it. Frees with none yet: no stream
      * uses them any more (destroy's contract), and their streams may be
      * gone, so no event is recorded on them. */
@@ -1840,6 +1964,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   free(tm->vf);
   free(tm->pool);
   free(tm->alias_used);
+  free(tm->dalias_used);
   free(tm->buckets);
   free(tm->streams);
   if (tm->trace) fclose(tm->trace);
@@ -1877,7 +2002,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   t->kind = (uint8_t)kind;
   t->streams[0] = stream, t->nstreams = 1;
   gh_tmgr_stats_t snap;
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   int rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) rc = gh_tm_hash_reserve(tm);
   if (rc == GH_OK) {
@@ -1961,7 +2086,8 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     if (t->pins) tm->pinned_tensors--;
     if (t->cold) gh_tm_cold_unlink(tm, t);
     gh_tm_unquiet(tm, t);
-    gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
+    t->unsettled = GH_TM_UNSETTLED | (t->cold ? 0 : GH_TM_UNSETTLED_WARM) | (t->pins ? GH_TM_UNSETTLED_PINNED : 0);
+    tm->n_unsettled++;
     t->pins = 0;
     t->state = GH_T_PENDING;
     t->free_stream = stream;
@@ -1980,7 +2106,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
 
 /* Look up a live tensor under mu, with the lazy reclaim every call does. */
 static gh_tensor_t* gh_tm_enter(gh_tmgr_t* tm, const void* ptr, const char* what, int* rc) {
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   gh_tm_reclaim(tm, 0);
   gh_tensor_t* t = ptr ? gh_tm_find(tm, ptr) : NULL;
   *rc = t ? GH_OK : gh_tm_bad_ptr(tm, ptr, what);
@@ -2022,7 +2148,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_many: NULL manager");
   if (n && !ptrs) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_many: %zu tensors at NULL", n);
   if (n == 0) return GH_OK;
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   gh_tm_reclaim(tm, 0);
   int rc = gh_tm_stream_seen(tm, stream);
   gh_tensor_t** ts = rc == GH_OK ? malloc(n * sizeof *ts) : NULL;
@@ -2230,7 +2356,7 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {
   if (!tm || !stats) return _gh_error(GH_ERR_INVAL, "gh_tmgr_stats: NULL argument");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   gh_tm_snapshot(tm, stats);
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
@@ -2238,7 +2364,7 @@ int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {
 
 int gh_tmgr_reset_peak(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_reset_peak: NULL manager");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   tm->peak_bytes = tm->live_bytes;
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
@@ -2246,7 +2372,7 @@ int gh_tmgr_reset_peak(gh_tmgr_t* tm) {
 
 int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* count) {
   if (!tm || !count || (cap && !out)) return _gh_error(GH_ERR_INVAL, "gh_tmgr_frame_map: NULL argument");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   size_t n = 0;
   for (size_t v = 0; v < tm->n_va; v++) {
     const gh_vframe_t* f = &tm->vf[v];
@@ -2281,7 +2407,7 @@ int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* c
 
 int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_empty_cache: NULL manager");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 1);
   gh_tm_cache_release(tm, SIZE_MAX);
@@ -2295,7 +2421,7 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
 
 int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_set_oom_observer: NULL manager");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   tm->oom = fn, tm->oom_user = user;
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
@@ -2367,7 +2493,7 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
 
 int gh_tmgr_maintain(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_maintain: NULL manager");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 0);
   int rc = GH_OK;
@@ -2411,7 +2537,7 @@ int gh_heap_maintain(gh_heap_t* heap) {
 int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, size_t host_frames) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   pthread_mutex_lock(&tm->pmu);
   _gh_frames_sim_configure(tm->fr, lag, device_frames, host_frames);
   pthread_mutex_unlock(&tm->pmu);
@@ -2422,7 +2548,7 @@ int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, si
 int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames) {
   if (!tm || !frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
   if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   pthread_mutex_lock(&tm->pmu);
   *frames = _gh_frames_sim_live(tm->fr, tier);
   pthread_mutex_unlock(&tm->pmu);
@@ -2432,7 +2558,7 @@ int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames) {
 
 int _gh_tmgr_waits(gh_tmgr_t* tm, uint64_t* waits) {
   if (!tm || !waits) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   *waits = tm->waits;
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
@@ -2442,7 +2568,7 @@ int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   if (frames < 2 || frames > GH_TM_CHUNK_MAX)
     return _gh_error(GH_ERR_INVAL, "chunk of %zu frames (2 .. %zu)", frames, GH_TM_CHUNK_MAX);
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   int rc = GH_OK;
   if (tm->live_head || tm->pend_head) {
     rc = _gh_error(GH_ERR_INVAL, "the chunk size changes only while the manager holds no tensor");
@@ -2460,7 +2586,7 @@ int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
 
 int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  pthread_mutex_lock(&tm->mu);
+  gh_tm_lock(tm);
   int rc = GH_OK;
   size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0}, cf = 0, cruns = 0;
   for (size_t v = 0; v < tm->n_va && rc == GH_OK; v++) {
@@ -2484,7 +2610,9 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
                                tm->vf[v - 1].tier != f->tier)) ||
               (f->poff + 1 == f->pn) != (v + 1 == tm->n_va || tm->vf[v + 1].tier == GH_TIER_NONE ||
                                          tm->vf[v + 1].poff == 0) ||
-              (f->tier == GH_TIER_HOST) != (f->palias != GH_TM_NO_ALIAS)))
+              (f->tier == GH_TIER_HOST && f->palias == GH_TM_NO_ALIAS) ||
+              (f->tier == GH_TIER_DEVICE && f->palias != GH_TM_NO_ALIAS &&
+               (f->palias + f->pn > tm->dalias_f || !tm->dalias_used[f->palias + f->poff]))))
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: allocation %#llx, frame %u of %u, tier %u, alias %u", v,
                      (unsigned long long)f->pf, f->poff, f->pn, f->tier, f->palias);
     else if (f->role == GH_VF_RUN && f->tensors) {  /* a chunk is one tier and whole allocations */
@@ -2513,14 +2641,23 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
                        tm->heap_nframes[k], nf[k], hf[k]);
   }
   /* Spares: device allocations counted right. */
-  size_t spare_frames = 0;
+  size_t spare_frames = 0, daliased = 0;
+  for (size_t v = 0; v < tm->n_va; v++)
+    daliased += tm->vf[v].tier == GH_TIER_DEVICE && tm->vf[v].palias != GH_TM_NO_ALIAS;
   for (size_t i = 0; i < tm->n_spare && rc == GH_OK; i++) {
     spare_frames += tm->spare[i].n;
+    if (tm->spare[i].alias != GH_TM_NO_ALIAS) daliased += tm->spare[i].n;
     if (tm->spare[i].tier != GH_TIER_DEVICE || tm->spare[i].n == 0)
       rc = _gh_error(GH_ERR_CORRUPT, "spare %zu: tier %u, %u frames", i, tm->spare[i].tier, tm->spare[i].n);
   }
   if (rc == GH_OK && spare_frames != tm->spare_f)
     rc = _gh_error(GH_ERR_CORRUPT, "spares: %zu frames counted, %zu found", tm->spare_f, spare_frames);
+  /* Device aliases: the frames in use are those of the allocations holding one. */
+  size_t dalias_frames = 0;
+  for (size_t a = 0; a < tm->dalias_f; a++) dalias_frames += tm->dalias_used[a];
+  if (rc == GH_OK && (dalias_frames != tm->dalias_n || daliased != tm->dalias_n))
+    rc = _gh_error(GH_ERR_CORRUPT, "device aliases: %zu frames counted, %zu marked, %zu held", tm->dalias_n,
+                   dalias_frames, daliased);
   if (rc == GH_OK && tm->dev_used != nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE] + cf + spare_frames)
     rc = _gh_error(GH_ERR_CORRUPT, "dev_used %zu != %zu + %zu cached + %zu spare", tm->dev_used,
                    nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE], cf, spare_frames);

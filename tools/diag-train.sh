@@ -4,7 +4,9 @@
 # and (a), (c) under the profiler with the GPU's busy time from the trace.
 # Variants: see the case below (c-old*, c-new*: the device spares and the
 # cache release order off / on, bench/NOTES.md host side row 19; c-chN-R:
-# chunks of N frames, round R, row 20; vK-R: tools/ab-train.sh's variants).
+# chunks of N frames, round R, row 20; vK-R: tools/ab-train.sh's variants;
+# c-da0* / c-da1*: device aliases off / on, row 23; c-rec, b-rec: (c), (b)
+# with GPUHEAP_TRACE, the call trace kept as diag/c.ghtrace, b.ghtrace).
 # Needs build-gpu/libgpuheap.so; logs under $OUT (or ./gpu-out), one tarball.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +40,9 @@ for v in ${DIAG:-c0 c-nomove a0 b0 c-prof a-prof}; do
     v2-*) GPUHEAP_EVICT_YOUNG_LAST=1 g "$v" --only c --steps 20 ;;
     v3-*) GPUHEAP_EVICT_YOUNG_LAST=1 g "$v" --only c --steps 20 --model-prefetch ;;
     c-quiet) g c-quiet --only c --steps 20 --quiet ;;
+    c-da0*) GPUHEAP_DEVICE_ALIASES=0 g "$v" --only c --steps 20 ;;
+    c-da1*) g "$v" --only c --steps 20 ;;
+    c-rec | b-rec) GPUHEAP_TRACE=$out/diag/${v%-rec}.ghtrace g "$v" --only "${v%-rec}" --steps 20 ;;
     c-prof) g c-prof --only c --steps 8 --profile --trace "$out/diag/c.trace" ;;
     a-prof) g a-prof --only a --steps 8 --profile --trace "$out/diag/a.trace" ;;
     b-prof) g b-prof --only b --steps 8 --profile --trace "$out/diag/b.trace" ;;

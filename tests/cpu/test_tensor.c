@@ -1532,6 +1532,49 @@ static void spares(void) {
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
 
+/* Device aliases: a device allocation is mapped at its alias on its first
+ * move and keeps it, so a second evict / restore of the same tensor maps
+ * only its home, one call a chunk each way (without aliases, with
+ * GPUHEAP_DEVICE_ALIASES=0, every device allocation is staged: two). The
+ * data survives both ways. */
+static void device_aliases_one(int on) {
+  if (!on) setenv("GPUHEAP_DEVICE_ALIASES", "0", 1);
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 0); /* 32 device frames; chunks of 8 */
+  unsetenv("GPUHEAP_DEVICE_ALIASES");
+  if (!tm) return;
+  gh_tmgr_stats_t st;
+  void* e = NULL;
+  CHECK(gh_tensor_alloc(tm, 32 * MiB, GH_KIND_ACTIVATIONS, NULL, &e) == GH_OK); /* 2 chunks */
+  pat_fill(e, 0, 32 * MiB, 77);
+  uint64_t maps[3] = {0}, unmaps[3] = {0};
+  for (int cycle = 0; cycle < 3; cycle++) {
+    CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+    maps[cycle] = st.vmm_calls[GH_VMM_MAP], unmaps[cycle] = st.vmm_calls[GH_VMM_UNMAP];
+    if (cycle == 2) break;
+    CHECK(gh_tensor_evict(tm, e) == GH_OK);
+    CHECK(tier_of(tm, e) == GH_TIER_HOST);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(pat_check(e, 0, 32 * MiB, 77) == SIZE_MAX);
+    CHECK(gh_tensor_prefetch(tm, e, NULL) == GH_OK);
+    CHECK(tier_of(tm, e) == GH_TIER_DEVICE);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(pat_check(e, 0, 32 * MiB, 77) == SIZE_MAX);
+  }
+  /* The second cycle: 2 chunks x (evict + restore). */
+  CHECK_EQ_U64(maps[2] - maps[1], on ? 4 : 8);
+  CHECK_EQ_U64(unmaps[2] - unmaps[1], on ? 4 : 8);
+  CHECK(gh_tensor_free(tm, e, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK); /* spares and their aliases given back */
+  CHECK_EQ_U64(sim_dev(tm), 0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+static void device_aliases(void) {
+  device_aliases_one(1);
+  device_aliases_one(0);
+}
+
 /* A cached run is split only when no entry of the size is left: of two
  * runs whose prefixes fit a tensor equally, the shorter one is taken, and
  * the longer one stays whole for a longer tensor. */
@@ -1632,12 +1675,16 @@ int main(int argc, char** argv) {
   quiet();
   victims_fit_host();
   spares();
+  device_aliases();
   cache_shortest();
   early_flush();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) random_run(seeds[i], ops);
+  setenv("GPUHEAP_DEVICE_ALIASES", "0", 1); /* every move staged, as before the aliases */
+  random_run(4, ops);
+  unsetenv("GPUHEAP_DEVICE_ALIASES");
   CHECK(random_restores > 0);
   threads(ops);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
