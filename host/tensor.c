@@ -1320,28 +1320,47 @@ static void gh_tm_slab_unlink(gh_tmgr_t* tm, size_t v) {
   f->snext = f->sprev = SIZE_MAX;
 }
 
-static int gh_tm_bit(const uint64_t* b, size_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1); }
+/* Bits [i, i + n) set (on) or cleared, a word at a time. */
 static void gh_tm_bits_set(uint64_t* b, size_t i, size_t n, int on) {
-  for (size_t j = i; j < i + n; j++) {
-    if (on) b[j >> 6] |= UINT64_C(1) << (j & 63);
-    else b[j >> 6] &= ~(UINT64_C(1) << (j & 63));
+  while (n) {
+    const size_t o = i & 63, k = 64 - o < n ? 64 - o : n;
+    const uint64_t m = (k == 64 ? UINT64_MAX : ((UINT64_C(1) << k) - 1)) << o;
+    if (on) b[i >> 6] |= m; else b[i >> 6] &= ~m;
+    i += k, n -= k;
   }
 }
 
-/* First fit of g granules in a slab; SIZE_MAX when none. */
+/* First fit of g granules in a slab (the start of the first run of at least
+ * g clear bits); SIZE_MAX when none. A word at a time: whole words clear or
+ * set at once, the runs inside a mixed word by counting trailing bits. */
 static size_t gh_tm_slab_fit(const gh_tmgr_t* tm, const gh_vframe_t* f, size_t g) {
-  const size_t n = tm->frame / GH_TM_ALIGN;
+  const size_t nw = tm->frame / GH_TM_ALIGN / 64;
   if (f->free_granules < g) return SIZE_MAX;
-  size_t i = 0;
-  while (i + g <= n) {
-    if (f->bits[i >> 6] == UINT64_MAX && (i & 63) == 0) {
-      i += 64;
+  size_t start = 0, run = 0;  /* the clear run ending at the current bit */
+  for (size_t w = 0; w < nw; w++) {
+    const uint64_t x = f->bits[w];
+    if (x == 0) {
+      if (run == 0) start = w * 64;
+      if ((run += 64) >= g) return start;
       continue;
     }
-    size_t j = 0;
-    while (j < g && !gh_tm_bit(f->bits, i + j)) j++;
-    if (j == g) return i;
-    i += j + 1;
+    if (x == UINT64_MAX) {
+      run = 0;
+      continue;
+    }
+    for (unsigned b = 0; b < 64;) {
+      const uint64_t y = x >> b;
+      if (y & 1) {  /* set bits: the run ends */
+        const uint64_t ny = ~y;
+        b += ny ? (unsigned)__builtin_ctzll(ny) : 64 - b;
+        run = 0;
+      } else {
+        const unsigned z = y ? (unsigned)__builtin_ctzll(y) : 64 - b;
+        if (run == 0) start = w * 64 + b;
+        if ((run += z) >= g) return start;
+        b += z;
+      }
+    }
   }
   return SIZE_MAX;
 }
