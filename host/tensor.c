@@ -2583,6 +2583,19 @@ int _gh_tmgr_waits(gh_tmgr_t* tm, uint64_t* waits) {
   return GH_OK;
 }
 
+int _gh_tmgr_set_dalias_frames(gh_tmgr_t* tm, size_t frames) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  gh_tm_lock(tm);
+  int rc = GH_OK;
+  if (tm->dalias_n || frames > tm->dalias_f)
+    rc = _gh_error(GH_ERR_INVAL, "device-alias region: %zu frames in use, %zu asked of %zu", tm->dalias_n, frames,
+                   tm->dalias_f);
+  else
+    tm->dalias_f = frames, tm->dalias_hint = 0;
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
 int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   if (frames < 2 || frames > GH_TM_CHUNK_MAX)

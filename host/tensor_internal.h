@@ -43,6 +43,11 @@ int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);
  * allocations. Only while the manager holds no tensor (GH_ERR_INVAL
  * otherwise); the pool's chunk-sized host allocations are given back. */
 int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames);
+/* Tests only: shrink the device-alias region to its first `frames` frames
+ * (GH_ERR_INVAL while an alias is in use, or beyond its size), so that a
+ * test reaches a full region: the spares give back their aliases, then
+ * moves stage the allocations that find none. */
+int _gh_tmgr_set_dalias_frames(gh_tmgr_t* tm, size_t frames);
 /* Tests only: how many times the manager has waited for a stream of its
  * tensors (an event recorded on it and synchronized, before frames are
  * remapped); marks such as gh_tensor_advise, and a prefetch with nothing to

@@ -1570,9 +1570,48 @@ static void device_aliases_one(int on) {
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
+/* A full device-alias region: with room for one chunk's alias, a tensor
+ * of two chunks moves with one chunk through its alias and the other
+ * staged, in both directions; a second tensor's first move takes the alias
+ * back from the spares. Every byte checked. */
+static void device_aliases_full(void) {
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 0); /* 32 device frames; chunks of 8 */
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_dalias_frames(tm, 1 << 30) == GH_ERR_INVAL);
+  CHECK(_gh_tmgr_set_dalias_frames(tm, 8) == GH_OK);
+  void *a = NULL, *b = NULL;
+  CHECK(gh_tensor_alloc(tm, 32 * MiB, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK); /* 2 chunks */
+  CHECK(gh_tensor_alloc(tm, 16 * MiB, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK); /* 1 chunk */
+  pat_fill(a, 0, 32 * MiB, 5);
+  pat_fill(b, 0, 16 * MiB, 6);
+  gh_tmgr_stats_t st;
+  for (int cycle = 0; cycle < 2; cycle++) {
+    CHECK(gh_tensor_evict(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tensor_prefetch(tm, a, NULL) == GH_OK && tier_of(tm, a) == GH_TIER_DEVICE);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tensor_evict(tm, b) == GH_OK && tier_of(tm, b) == GH_TIER_HOST);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tensor_prefetch(tm, b, NULL) == GH_OK && tier_of(tm, b) == GH_TIER_DEVICE);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(pat_check(a, 0, 32 * MiB, 5) == SIZE_MAX);
+    CHECK(pat_check(b, 0, 16 * MiB, 6) == SIZE_MAX);
+  }
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.restores, 2 * (16 + 8));
+  CHECK(_gh_tmgr_set_dalias_frames(tm, 8) == GH_ERR_INVAL); /* an alias is in use */
+  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK && gh_tensor_free(tm, b, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK_EQ_U64(sim_dev(tm), 0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
 static void device_aliases(void) {
   device_aliases_one(1);
   device_aliases_one(0);
+  device_aliases_full();
 }
 
 /* A cached run is split only when no entry of the size is left: of two
