@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpuheap.h"
 #include "../../host/frames_sim.h"
@@ -1258,6 +1259,10 @@ static void host_reuse(void) {
   void* p = NULL;
   CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &p) == GH_OK && p);
   memset(p, 0x5A, bytes);
+  /* The pool thread fills its target (2 single frames) in the background:
+   * wait for it, or its frames would count in live1 and not in live0. */
+  for (int i = 0; i < 5000 && gh_tmgr_stats(tm, &s) == GH_OK && s.host_pool_frames < 2; i++) usleep(1000);
+  CHECK(s.host_pool_frames >= 2);
   size_t live0 = 0, live1 = 0;
   for (int round = 0; round < 3; round++) {
     CHECK(gh_tensor_evict(tm, p) == GH_OK);
