@@ -993,8 +993,14 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   st->ev = 0, st->stage = NULL;
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
   if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa) != GH_OK) return 0;
-  /* The device side is one allocation (a chunk's, or a slab's frame). */
+  /* The device side is one allocation (a chunk's, or a slab's frame:
+   * _gh_tmgr_check's invariant; refused, nothing moved, if it were not). */
   gh_tm_pa_t* dev = to == GH_TIER_DEVICE ? &st->pa[0] : &st->old[0];
+  if (dev->n != u->k) {
+    _gh_error(GH_ERR_CORRUPT, "a device unit of %zu frames in an allocation of %u", u->k, dev->n);
+    gh_tm_pas_drop(tm, st->pa, st->npa);
+    return 0;
+  }
   const gh_tm_pa_t* host = to == GH_TIER_DEVICE ? st->old : st->pa;
   const size_t nhost = to == GH_TIER_DEVICE ? st->nold : st->npa;
   uint8_t* dva = NULL;
@@ -2649,7 +2655,8 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
                      (unsigned long long)f->pf, f->poff, f->pn, f->tier, f->palias);
     else if (f->role == GH_VF_RUN && f->tensors) {  /* a chunk is one tier and whole allocations */
       const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
-      if (tm->vf[u.v0].tier != f->tier || tm->vf[u.v0].poff != 0 || (v == u.v0 + u.k - 1 && f->poff + 1 != f->pn))
+      if (tm->vf[u.v0].tier != f->tier || tm->vf[u.v0].poff != 0 || (v == u.v0 + u.k - 1 && f->poff + 1 != f->pn) ||
+          (f->tier == GH_TIER_DEVICE && tm->vf[u.v0].pn != u.k))  /* device: one allocation (a move's copy) */
         rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: its chunk [%zu, +%zu) is not whole allocations of one tier", v,
                        u.v0, u.k);
     }
