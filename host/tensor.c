@@ -124,6 +124,9 @@
 #define GH_TM_RECLAIM_EVERY 8u
 /* Empty slabs kept mapped per kind (the cache of small tensors). */
 #define GH_TM_SLAB_KEEP 2
+/* Pending frees an allocation looks through (newest first) for a run freed
+ * on its own stream (GPUHEAP_SAME_STREAM_REUSE=1). */
+#define GH_TM_REUSE_SCAN 64
 
 /* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
  * for reuse (see the cache below). */
@@ -252,6 +255,8 @@ struct gh_tmgr_s {
   size_t cached;                     /* device frames held by the cache: CACHE vframes + empty slabs */
   uint64_t cache_seq;                /* runs cached so far */
   int cache_newest_first;            /* GPUHEAP_CACHE_RELEASE_NEWEST=1: the former release order */
+  int same_stream_reuse;             /* GPUHEAP_SAME_STREAM_REUSE=1: gh_tm_reuse */
+  uint64_t reuses;                   /* pending runs handed over (a test hook) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
   gh_tm_pa_t* spare;
@@ -1751,6 +1756,39 @@ static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
   }
 }
 
+/* Same-stream reuse: a run freed on the allocation's own stream, its event
+ * completed or not, all of it on the device, of n frames to n + n / 4, is
+ * handed over whole to tensor t (the rule of cudaMallocAsync and PyTorch's
+ * caching allocator: the stream runs t's kernels after the free, and other
+ * streams that used the old tensor were ordered before its free). The
+ * memory stays mapped where it is and is never unmapped or moved in
+ * between: a pending run is no victim and is in no cache, and a later move
+ * of t first waits for t's streams, the free's stream among them. 1 when
+ * done. */
+static int gh_tm_reuse(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t s) {
+  if (t->span < GH_TM_SMALL_MAX) return 0;
+  const size_t n = (t->span + tm->frame - 1) / tm->frame;
+  gh_tensor_t* o = tm->pend_tail;
+  for (size_t k = 0; o && k < GH_TM_REUSE_SCAN; o = o->prev, k++) {
+    if (o->free_stream != s || tm->vf[o->vf0].role != GH_VF_RUN || o->nvf < n || o->nvf - n > n / 4) continue;
+    size_t v = o->vf0;
+    while (v < o->vf0 + o->nvf && tm->vf[v].tier == GH_TIER_DEVICE) v++;
+    if (v == o->vf0 + o->nvf) break;
+  }
+  if (!o) return 0;
+  gh_tm_pend_remove(tm, o);
+  t->ptr = o->ptr, t->span = o->span, t->vf0 = o->vf0, t->nvf = o->nvf, t->chunk = o->chunk;
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
+    gh_vframe_t* f = &tm->vf[v];
+    f->tensors = t, f->kind = t->kind, f->born = tm->evict_gen;
+    if (f->clock < gh_tm_credit(t->kind)) f->clock = gh_tm_credit(t->kind);
+  }
+  gh_tm_tensor_frames(tm, t, 0, +1, 0, -1);
+  free(o);
+  tm->reuses++;
+  return 1;
+}
+
 static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s);
 
 /* ---------------------------------------------------------------- public */
@@ -1838,6 +1876,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * host side, row 23). */
     const char* da = getenv("GPUHEAP_DEVICE_ALIASES");
     tm->dalias_off = da && *da == '0';
+    /* GPUHEAP_SAME_STREAM_REUSE=1: a run freed on a stream goes to the next
+     * allocation of about its size on that stream before its event
+     * (bench/NOTES.md, host side, row 29). */
+    const char* ss = getenv("GPUHEAP_SAME_STREAM_REUSE");
+    tm->same_stream_reuse = ss && *ss && *ss != '0';
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
@@ -2051,20 +2094,24 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
        * creating new memory, and the cache growing by ~0.9 GB a step in a
        * training run with an ample budget (bench/NOTES.md, host side,
        * rows 21-22). */
-      if (tm->n_unflushed >= GH_TM_FLUSH_FREES) gh_tm_flush(tm);
-      if (tm->n_pending > tm->n_unflushed && ++tm->alloc_tick % GH_TM_RECLAIM_EVERY == 0) gh_tm_reclaim(tm, 0);
-      rc = gh_tm_place(tm, t, 1);
-      if (rc != GH_OK) {
-        gh_tm_flush(tm);
-        gh_tm_reclaim(tm, 0);
-        rc = gh_tm_place(tm, t, 0);
-      }
-      if (rc == GH_ERR_BUDGET && (tm->pend_head || tm->pool_inflight || tm->cached)) {
-        gh_tm_flush(tm);
-        gh_tm_reclaim(tm, 1);
-        gh_tm_pool_quiesce(tm);
-        gh_tm_cache_release(tm, SIZE_MAX);
-        rc = gh_tm_place(tm, t, 0);
+      if (tm->same_stream_reuse && gh_tm_reuse(tm, t, stream)) {
+        rc = GH_OK;
+      } else {
+        if (tm->n_unflushed >= GH_TM_FLUSH_FREES) gh_tm_flush(tm);
+        if (tm->n_pending > tm->n_unflushed && ++tm->alloc_tick % GH_TM_RECLAIM_EVERY == 0) gh_tm_reclaim(tm, 0);
+        rc = gh_tm_place(tm, t, 1);
+        if (rc != GH_OK) {
+          gh_tm_flush(tm);
+          gh_tm_reclaim(tm, 0);
+          rc = gh_tm_place(tm, t, 0);
+        }
+        if (rc == GH_ERR_BUDGET && (tm->pend_head || tm->pool_inflight || tm->cached)) {
+          gh_tm_flush(tm);
+          gh_tm_reclaim(tm, 1);
+          gh_tm_pool_quiesce(tm);
+          gh_tm_cache_release(tm, SIZE_MAX);
+          rc = gh_tm_place(tm, t, 0);
+        }
       }
     }
     if (rc == GH_OK) {

@@ -6,7 +6,9 @@
 # cache release order off / on, bench/NOTES.md host side row 19; c-chN-R:
 # chunks of N frames, round R, row 20; vK-R: tools/ab-train.sh's variants;
 # c-da0* / c-da1*: device aliases off / on, row 23; c-rec, b-rec: (c), (b)
-# with GPUHEAP_TRACE, the call trace kept as diag/c.ghtrace, b.ghtrace).
+# with GPUHEAP_TRACE, the call trace kept as diag/c.ghtrace, b.ghtrace;
+# c-ssr0* / c-ssr1*, b-ssr*: same-stream reuse off / on, row 29; all-ssr1:
+# (a), (b), (c) with it on, losses compared).
 # Needs build-gpu/libgpuheap.so; logs under $OUT (or ./gpu-out), one tarball.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +44,11 @@ for v in ${DIAG:-c0 c-nomove a0 b0 c-prof a-prof}; do
     c-quiet) g c-quiet --only c --steps 20 --quiet ;;
     c-da0*) GPUHEAP_DEVICE_ALIASES=0 g "$v" --only c --steps 20 ;;
     c-da1*) g "$v" --only c --steps 20 ;;
+    c-ssr0*) GPUHEAP_SAME_STREAM_REUSE=0 g "$v" --only c --steps 20 ;;
+    c-ssr1*) GPUHEAP_SAME_STREAM_REUSE=1 g "$v" --only c --steps 20 ;;
+    b-ssr0*) GPUHEAP_SAME_STREAM_REUSE=0 g "$v" --only b --steps 20 ;;
+    b-ssr1*) GPUHEAP_SAME_STREAM_REUSE=1 g "$v" --only b --steps 20 ;;
+    all-ssr1) GPUHEAP_SAME_STREAM_REUSE=1 g "$v" --steps 20 ;;
     c-rec | b-rec) GPUHEAP_TRACE=$out/diag/${v%-rec}.ghtrace g "$v" --only "${v%-rec}" --steps 20 ;;
     c-prof) g c-prof --only c --steps 8 --profile --trace "$out/diag/c.trace" ;;
     a-prof) g a-prof --only a --steps 8 --profile --trace "$out/diag/a.trace" ;;

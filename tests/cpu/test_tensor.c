@@ -1619,6 +1619,46 @@ static void device_aliases(void) {
   device_aliases_full();
 }
 
+/* Same-stream reuse (GPUHEAP_SAME_STREAM_REUSE=1): with events that never
+ * complete, a run freed on a stream goes to the next allocation of its size
+ * on that stream at once (the same address, its bytes as they were), and
+ * not to another stream, a small tensor, a tensor much smaller, or from a
+ * run that has frames on the host. Off (the default): never. */
+static void same_stream_reuse_one(int on) {
+  if (on) setenv("GPUHEAP_SAME_STREAM_REUSE", "1", 1);
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 1000000); /* events never complete by queries alone */
+  unsetenv("GPUHEAP_SAME_STREAM_REUSE");
+  if (!tm) return;
+  const gh_stream_t s = streams[1], s2 = streams[2];
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
+  CHECK(gh_tensor_alloc(tm, 3 * MiB, GH_KIND_ACTIVATIONS, s, &a) == GH_OK); /* 2 frames */
+  pat_fill(a, 0, 3 * MiB, 9);
+  CHECK(gh_tensor_free(tm, a, s) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 3 * MiB, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+  CHECK(b != a); /* another stream: after the event only */
+  CHECK(gh_tensor_alloc(tm, 1 * MiB + 4096, GH_KIND_ACTIVATIONS, s, &c) == GH_OK);
+  CHECK(c != a); /* 1 frame: a is more than a quarter larger */
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_WEIGHTS, s, &d) == GH_OK);
+  CHECK((d == a) == on); /* 2 frames on the free's stream */
+  if (on) CHECK(pat_check(d, 0, 3 * MiB, 9) == SIZE_MAX); /* the same memory, untouched */
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* A run with a frame on the host is not handed over. */
+  CHECK(gh_tensor_evict(tm, d) == GH_OK && tier_of(tm, d) == GH_TIER_HOST);
+  CHECK(gh_tensor_free(tm, d, s) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_WEIGHTS, s, &e) == GH_OK);
+  CHECK(e != d);
+  CHECK(tier_of(tm, e) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s2) == GH_OK && gh_tensor_free(tm, c, s) == GH_OK && gh_tensor_free(tm, e, s) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+static void same_stream_reuse(void) {
+  same_stream_reuse_one(0);
+  same_stream_reuse_one(1);
+}
+
 /* A cached run is split only when no entry of the size is left: of two
  * runs whose prefixes fit a tensor equally, the shorter one is taken, and
  * the longer one stays whole for a longer tensor. */
@@ -1720,6 +1760,7 @@ int main(int argc, char** argv) {
   victims_fit_host();
   spares();
   device_aliases();
+  same_stream_reuse();
   cache_shortest();
   early_flush();
   adapters();
@@ -1729,6 +1770,9 @@ int main(int argc, char** argv) {
   setenv("GPUHEAP_DEVICE_ALIASES", "0", 1); /* every move staged, as before the aliases */
   random_run(4, ops);
   unsetenv("GPUHEAP_DEVICE_ALIASES");
+  setenv("GPUHEAP_SAME_STREAM_REUSE", "1", 1);
+  random_run(5, ops);
+  unsetenv("GPUHEAP_SAME_STREAM_REUSE");
   CHECK(random_restores > 0);
   threads(ops);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
