@@ -1768,14 +1768,15 @@ static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
 static int gh_tm_reuse(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t s) {
   if (t->span < GH_TM_SMALL_MAX) return 0;
   const size_t n = (t->span + tm->frame - 1) / tm->frame;
-  gh_tensor_t* o = tm->pend_tail;
-  for (size_t k = 0; o && k < GH_TM_REUSE_SCAN; o = o->prev, k++) {
-    if (o->free_stream != s || tm->vf[o->vf0].role != GH_VF_RUN || o->nvf < n || o->nvf - n > n / 4) continue;
-    size_t v = o->vf0;
-    while (v < o->vf0 + o->nvf && tm->vf[v].tier == GH_TIER_DEVICE) v++;
-    if (v == o->vf0 + o->nvf) break;
+  gh_tensor_t* o = NULL;
+  size_t k = 0;
+  for (gh_tensor_t* c = tm->pend_tail; c && !o && k < GH_TM_REUSE_SCAN; c = c->prev, k++) {
+    if (c->free_stream != s || tm->vf[c->vf0].role != GH_VF_RUN || c->nvf < n || c->nvf - n > n / 4) continue;
+    size_t v = c->vf0;
+    while (v < c->vf0 + c->nvf && tm->vf[v].tier == GH_TIER_DEVICE) v++;
+    if (v == c->vf0 + c->nvf) o = c;
   }
-  if (!o) return 0;
+  if (!o) return 0;  /* (a scan that ends at its limit finds nothing: the 2e5794f version took the next one) */
   gh_tm_pend_remove(tm, o);
   t->ptr = o->ptr, t->span = o->span, t->vf0 = o->vf0, t->nvf = o->nvf, t->chunk = o->chunk;
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {

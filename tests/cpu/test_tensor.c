@@ -1650,6 +1650,20 @@ static void same_stream_reuse_one(int on) {
   CHECK(tier_of(tm, e) == GH_TIER_DEVICE);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tensor_free(tm, b, s2) == GH_OK && gh_tensor_free(tm, c, s) == GH_OK && gh_tensor_free(tm, e, s) == GH_OK);
+  /* More pending frees than the scan looks at (64), none of them fit: a
+   * 1-frame run behind 70 small frees is not handed to a 2-frame request. */
+  void* one = NULL;
+  CHECK(gh_tensor_alloc(tm, 1 * MiB + 4096, GH_KIND_ACTIVATIONS, s, &one) == GH_OK);
+  CHECK(gh_tensor_free(tm, one, s) == GH_OK);
+  void* small[70];
+  for (int i = 0; i < 70; i++) CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_WORKSPACE, s, &small[i]) == GH_OK);
+  for (int i = 0; i < 70; i++) CHECK(gh_tensor_free(tm, small[i], s) == GH_OK);
+  void* two = NULL;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s, &two) == GH_OK);
+  CHECK(two != one);
+  for (int i = 0; i < 70; i++) CHECK(two != small[i]);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_free(tm, two, s) == GH_OK);
   CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
   model_t m = {0};
   drain_and_destroy(tm, &m);
