@@ -64,7 +64,11 @@
  *   of those streams -- the contract PyTorch's caching allocator has
  *   (record_stream); a tensor used on more streams than the manager records
  *   (GH_TM_TENSOR_STREAMS) is synchronized against every stream seen.
- * - Frees make no provider call. Every stream, the free's own included,
+ * - Frees make no provider call. An allocation on the free's stream may
+ *   take a freed run (all on the device, about its size) at once, before
+ *   the free's event (gh_tm_reuse: stream order, cudaMallocAsync's rule;
+ *   the run is never unmapped or moved in between). Otherwise every
+ *   stream, the free's own included,
  *   gets the memory after the free's event: events are recorded (one per
  *   stream with new frees) when an allocation finds no mapped memory or
  *   finds GH_TM_FLUSH_FREES frees without one, when device room is short,
@@ -125,7 +129,7 @@
 /* Empty slabs kept mapped per kind (the cache of small tensors). */
 #define GH_TM_SLAB_KEEP 2
 /* Pending frees an allocation looks through (newest first) for a run freed
- * on its own stream (GPUHEAP_SAME_STREAM_REUSE=1). */
+ * on its own stream (gh_tm_reuse). */
 #define GH_TM_REUSE_SCAN 64
 
 /* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
@@ -255,7 +259,7 @@ struct gh_tmgr_s {
   size_t cached;                     /* device frames held by the cache: CACHE vframes + empty slabs */
   uint64_t cache_seq;                /* runs cached so far */
   int cache_newest_first;            /* GPUHEAP_CACHE_RELEASE_NEWEST=1: the former release order */
-  int same_stream_reuse;             /* GPUHEAP_SAME_STREAM_REUSE=1: gh_tm_reuse */
+  int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
   uint64_t reuses;                   /* pending runs handed over (a test hook) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
@@ -1877,11 +1881,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * host side, row 23). */
     const char* da = getenv("GPUHEAP_DEVICE_ALIASES");
     tm->dalias_off = da && *da == '0';
-    /* GPUHEAP_SAME_STREAM_REUSE=1: a run freed on a stream goes to the next
-     * allocation of about its size on that stream before its event
+    /* A run freed on a stream goes to the next allocation of about its
+     * size on that stream before its event (gh_tm_reuse);
+     * GPUHEAP_SAME_STREAM_REUSE=0 turns it off, for comparisons
      * (bench/NOTES.md, host side, row 29). */
     const char* ss = getenv("GPUHEAP_SAME_STREAM_REUSE");
-    tm->same_stream_reuse = ss && *ss && *ss != '0';
+    tm->same_stream_reuse = !(ss && *ss == '0');
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
@@ -2079,12 +2084,9 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
     if (t->span > budget) {
       rc = _gh_error(GH_ERR_BUDGET, "gh_tensor_alloc: %zu bytes exceed both budgets (%zu)", bytes, budget);
     } else {
-      /* Freed memory is reused only once its stream has reached the free
-       * (its event completed), on every stream alike. (Handing a pending
-       * free to the next allocation on the same stream, cudaMallocAsync's
-       * rule, broke a PyTorch training run on the H200 with a cuDNN
-       * execution failure: bench/NOTES.md, "Host side".)
-       * Memory mapped already (no provider call); else record events for
+      /* A run freed on this stream, before its event (gh_tm_reuse); else
+       * freed memory once its stream has reached the free (its event
+       * completed): memory mapped already (no provider call); else record events for
        * the new frees, reclaim the completed ones, place with new frames
        * if need be; else wait for every pending free and the pool, give
        * back the whole cache, and try once more. */

@@ -561,11 +561,11 @@ static void cache_reuse(void) {
   CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, s, &a) == GH_OK);
   const size_t dev0 = sim_dev(tm);
   CHECK_EQ_U64(dev0, 4);
-  /* Pending memory is not handed over before its event, not even on its
-   * own stream: new frames meanwhile; then both runs are cached, and
-   * empty_cache gives them back. */
+  /* Pending memory goes to no other stream before its event (its own
+   * stream takes a pending run at once: same_stream_reuse): new frames
+   * meanwhile; then both runs are cached, and empty_cache gives them back. */
   CHECK(gh_tensor_free(tm, a, s) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, 8 * MiB - 1000, GH_KIND_WEIGHTS, s, &b) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 8 * MiB - 1000, GH_KIND_WEIGHTS, s2, &b) == GH_OK);
   CHECK(b != a);
   CHECK_EQ_U64(sim_dev(tm), dev0 + 4);
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 1 && st.cached_frames == 0);
@@ -1619,13 +1619,14 @@ static void device_aliases(void) {
   device_aliases_full();
 }
 
-/* Same-stream reuse (GPUHEAP_SAME_STREAM_REUSE=1): with events that never
- * complete, a run freed on a stream goes to the next allocation of its size
- * on that stream at once (the same address, its bytes as they were), and
- * not to another stream, a small tensor, a tensor much smaller, or from a
- * run that has frames on the host. Off (the default): never. */
+/* Same-stream reuse: with events that never complete, a run freed on a
+ * stream goes to the next allocation of its size on that stream at once
+ * (the same address, its bytes as they were), and not to another stream, a
+ * small tensor, a tensor much smaller, or from a run that has frames on
+ * the host; a scan of the newest 64 frees that finds nothing hands nothing
+ * over. Off (GPUHEAP_SAME_STREAM_REUSE=0): never. */
 static void same_stream_reuse_one(int on) {
-  if (on) setenv("GPUHEAP_SAME_STREAM_REUSE", "1", 1);
+  if (!on) setenv("GPUHEAP_SAME_STREAM_REUSE", "0", 1);
   gh_tmgr_t* tm = make_tm(64, 64, 0, 1000000); /* events never complete by queries alone */
   unsetenv("GPUHEAP_SAME_STREAM_REUSE");
   if (!tm) return;
@@ -1784,7 +1785,7 @@ int main(int argc, char** argv) {
   setenv("GPUHEAP_DEVICE_ALIASES", "0", 1); /* every move staged, as before the aliases */
   random_run(4, ops);
   unsetenv("GPUHEAP_DEVICE_ALIASES");
-  setenv("GPUHEAP_SAME_STREAM_REUSE", "1", 1);
+  setenv("GPUHEAP_SAME_STREAM_REUSE", "0", 1); /* freed memory after its event only, as before */
   random_run(5, ops);
   unsetenv("GPUHEAP_SAME_STREAM_REUSE");
   CHECK(random_restores > 0);
