@@ -260,7 +260,6 @@ struct gh_tmgr_s {
   uint64_t cache_seq;                /* runs cached so far */
   int cache_newest_first;            /* GPUHEAP_CACHE_RELEASE_NEWEST=1: the former release order */
   int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
-  uint64_t reuses;                   /* pending runs handed over (a test hook) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
   gh_tm_pa_t* spare;
@@ -781,9 +780,10 @@ static uint32_t gh_tm_dalias_find(gh_tmgr_t* tm, size_t n) {
 }
 
 /* Give device allocation *pa (mapped nowhere else but, maybe, at its home)
- * an alias if it has none: GH_OK with pa->alias set, or an error (the
- * region full even after the spares gave theirs back, or the map failed),
- * nothing changed. */
+ * an alias if it has none: GH_OK with pa->alias set, or not (the region
+ * full even after the spares gave theirs back: GH_ERR_BUDGET, no error
+ * recorded, since the move stages instead and succeeds; or the map's
+ * error), nothing changed. */
 static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
   if (pa->alias != GH_TM_NO_ALIAS) return GH_OK;
   if (tm->dalias_off) return GH_ERR_UNSUPPORTED;
@@ -793,7 +793,7 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
     gh_tm_dalias_put(tm, &tm->spare[i]);
     a = gh_tm_dalias_find(tm, pa->n);
   }
-  if (a == GH_TM_NO_ALIAS) return _gh_error(GH_ERR_BUDGET, "device-alias region full (%zu frames asked)", (size_t)pa->n);
+  if (a == GH_TM_NO_ALIAS) return GH_ERR_BUDGET;
   const int rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_dalias_va(tm, a), &pa->pf, 1));
   if (rc != GH_OK) return rc;
   memset(tm->dalias_used + a, 1, pa->n);
@@ -1773,8 +1773,8 @@ static int gh_tm_reuse(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t s) {
   if (t->span < GH_TM_SMALL_MAX) return 0;
   const size_t n = (t->span + tm->frame - 1) / tm->frame;
   gh_tensor_t* o = NULL;
-  size_t k = 0;
-  for (gh_tensor_t* c = tm->pend_tail; c && !o && k < GH_TM_REUSE_SCAN; c = c->prev, k++) {
+  gh_tensor_t* c = tm->pend_tail;
+  for (size_t k = 0; c && !o && k < GH_TM_REUSE_SCAN; c = c->prev, k++) {
     if (c->free_stream != s || tm->vf[c->vf0].role != GH_VF_RUN || c->nvf < n || c->nvf - n > n / 4) continue;
     size_t v = c->vf0;
     while (v < c->vf0 + c->nvf && tm->vf[v].tier == GH_TIER_DEVICE) v++;
@@ -1790,7 +1790,6 @@ static int gh_tm_reuse(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t s) {
   }
   gh_tm_tensor_frames(tm, t, 0, +1, 0, -1);
   free(o);
-  tm->reuses++;
   return 1;
 }
 
