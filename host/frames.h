@@ -90,6 +90,10 @@ typedef struct gh_frames_ops_s {
   int (*event_query)(gh_frames_t* f, gh_fevent_t e);
   int (*event_sync)(gh_frames_t* f, gh_fevent_t e);
   int (*event_destroy)(gh_frames_t* f, gh_fevent_t e);
+  /* Make the work queued on `stream` from now on wait until event e is
+   * reached (cudaStreamWaitEvent; the host does not wait). e may be
+   * destroyed right after. */
+  int (*stream_wait)(gh_frames_t* f, gh_stream_t stream, gh_fevent_t e);
 } gh_frames_ops_t;
 
 /* The providers. _gh_frames_vmm exists only in the CUDA library. */

@@ -12,7 +12,14 @@
  *
  * Streams are opaque tokens, copies are memcpy, and an event completes
  * after `lag` queries (0 by default; _gh_frames_sim_configure), so that
- * callers meet GH_ERR_BUSY as they would on a GPU.
+ * callers meet GH_ERR_BUSY as they would on a GPU. With copies deferred
+ * (_gh_frames_sim_defer) a copy runs only when something waits for it: an
+ * event recorded after it on its stream completes (a query that returns
+ * GH_OK, or a sync), its stream is synchronized, or a stream that was made
+ * to wait for such an event (stream_wait) is synchronized. A caller that
+ * reads memory a copy writes without one of these sees the old bytes, as a
+ * kernel not ordered after the copy would on a GPU; a copy whose memory
+ * was unmapped before it ran faults.
  *
  * Invariants, per tier t:  live[t] == |{slots s : used[t][s] != 0}| (frames),
  * and for an allocation starting at slot s (used[t][s] == SIM_HEAD):
@@ -54,8 +61,23 @@ typedef struct gh_sim_tier_s {
 
 typedef struct gh_sim_event_s {
   uint32_t left;  /* queries until complete */
+  uint64_t covers; /* deferred copies up to this sequence number run when it completes */
   struct gh_sim_event_s *prev, *next;
 } gh_sim_event_t;
+
+/* A deferred copy, and what a stream token has queued or waits for. */
+typedef struct gh_sim_copy_s {
+  void* dst;
+  const void* src;
+  size_t bytes;
+  uint64_t seq;
+} gh_sim_copy_t;
+
+typedef struct gh_sim_sstate_s {
+  gh_stream_t s;
+  uint64_t last;    /* sequence number of its last copy */
+  uint64_t waited;  /* copies of other streams it waits for (stream_wait), up to this one */
+} gh_sim_sstate_t;
 
 typedef struct gh_sim_stream_s {
   struct gh_sim_stream_s *prev, *next;
@@ -70,6 +92,13 @@ struct gh_frames_s {
   uint32_t lag;
   gh_sim_event_t* events;
   gh_sim_stream_t* streams;
+  int defer;                  /* copies wait until something waits for them */
+  gh_sim_copy_t* copies;      /* deferred copies not run yet, in order */
+  size_t n_copies, cap_copies;
+  uint64_t seq;               /* the last copy's sequence number */
+  gh_sim_sstate_t* ss;        /* per stream token seen by copy, event_record or stream_wait */
+  size_t n_ss, cap_ss;
+  uint64_t stream_waits;      /* stream_wait calls */
 };
 
 static size_t gh_sim_live_all = 0;    /* atomic: frames live over all instances */
@@ -153,6 +182,8 @@ static int gh_sim_close(gh_frames_t* f) {
     free(s);
     __atomic_fetch_add(&gh_sim_leaked_all, 1, __ATOMIC_RELAXED);
   }
+  free(f->copies);
+  free(f->ss);
   free(f->mapped);
   free(f->head);
   free(f);
@@ -328,6 +359,39 @@ static int gh_sim_unmap(gh_frames_t* f, uint8_t* va, size_t n) {
   return GH_OK;
 }
 
+/* The state of stream token s (created on first sight; NULL when out of memory). */
+static gh_sim_sstate_t* gh_sim_ss(gh_frames_t* f, gh_stream_t s) {
+  for (size_t i = 0; i < f->n_ss; i++)
+    if (f->ss[i].s == s) return &f->ss[i];
+  if (f->n_ss == f->cap_ss) {
+    const size_t cap = f->cap_ss ? 2 * f->cap_ss : 8;
+    gh_sim_sstate_t* p = realloc(f->ss, cap * sizeof *p);
+    if (!p) return NULL;
+    f->ss = p, f->cap_ss = cap;
+  }
+  f->ss[f->n_ss] = (gh_sim_sstate_t){s, 0, 0};
+  return &f->ss[f->n_ss++];
+}
+
+/* Run the deferred copies up to sequence number `upto`, in order. */
+static void gh_sim_run(gh_frames_t* f, uint64_t upto) {
+  size_t i = 0;
+  while (i < f->n_copies && f->copies[i].seq <= upto) {
+    memcpy(f->copies[i].dst, f->copies[i].src, f->copies[i].bytes);
+    i++;
+  }
+  if (i) memmove(f->copies, f->copies + i, (f->n_copies - i) * sizeof *f->copies);
+  f->n_copies -= i;
+}
+
+/* What the work queued on s so far waits for: its own copies and those it
+ * was made to wait for. */
+static uint64_t gh_sim_front(gh_frames_t* f, gh_stream_t s) {
+  const gh_sim_sstate_t* st = gh_sim_ss(f, s);
+  if (!st) return f->seq; /* out of memory: everything */
+  return st->last > st->waited ? st->last : st->waited;
+}
+
 static int gh_sim_stream_create(gh_frames_t* f, gh_stream_t* out) {
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim stream_create: bad arguments");
   gh_sim_stream_t* s = calloc(1, sizeof *s);
@@ -349,22 +413,45 @@ static int gh_sim_stream_destroy(gh_frames_t* f, gh_stream_t st) {
 }
 
 static int gh_sim_copy(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream) {
-  (void)stream;
   if (!f || (bytes && (!dst || !src))) return _gh_error(GH_ERR_INVAL, "sim copy: bad arguments");
-  if (bytes) memcpy(dst, src, bytes);
+  if (!bytes) return GH_OK;
+  gh_sim_sstate_t* st = f->defer ? gh_sim_ss(f, stream) : NULL;
+  if (st && f->n_copies == f->cap_copies) {
+    const size_t cap = f->cap_copies ? 2 * f->cap_copies : 16;
+    gh_sim_copy_t* p = realloc(f->copies, cap * sizeof *p);
+    if (p) f->copies = p, f->cap_copies = cap;
+  }
+  if (!st || f->n_copies == f->cap_copies) {  /* not deferred (or out of memory): now, after those before it */
+    gh_sim_run(f, f->seq);
+    memcpy(dst, src, bytes);
+    return GH_OK;
+  }
+  f->copies[f->n_copies++] = (gh_sim_copy_t){dst, src, bytes, ++f->seq};
+  st->last = f->seq;
   return GH_OK;
 }
 
 static int gh_sim_stream_sync(gh_frames_t* f, gh_stream_t stream) {
-  (void)stream;
-  return f ? GH_OK : _gh_error(GH_ERR_INVAL, "sim stream_sync: NULL");
+  if (!f) return _gh_error(GH_ERR_INVAL, "sim stream_sync: NULL");
+  gh_sim_run(f, gh_sim_front(f, stream));
+  return GH_OK;
+}
+
+static int gh_sim_stream_wait(gh_frames_t* f, gh_stream_t stream, gh_fevent_t ev) {
+  if (!f || !ev) return _gh_error(GH_ERR_INVAL, "sim stream_wait: bad arguments");
+  gh_sim_sstate_t* st = gh_sim_ss(f, stream);
+  const uint64_t c = ((gh_sim_event_t*)ev)->covers;
+  if (!st) gh_sim_run(f, c);  /* out of memory: as if the stream had waited already */
+  else if (c > st->waited) st->waited = c;
+  f->stream_waits++;
+  return GH_OK;
 }
 
 static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* out) {
-  (void)stream;
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim event_record: bad arguments");
   gh_sim_event_t* e = calloc(1, sizeof *e);
   if (!e) return _gh_error(GH_ERR_NOMEM, "sim event_record: out of memory");
+  e->covers = gh_sim_front(f, stream);
   e->left = f->lag;
   e->next = f->events;
   if (e->next) e->next->prev = e;
@@ -376,7 +463,10 @@ static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* 
 static int gh_sim_event_query(gh_frames_t* f, gh_fevent_t ev) {
   if (!f || !ev) return _gh_error(GH_ERR_INVAL, "sim event_query: bad arguments");
   gh_sim_event_t* e = (gh_sim_event_t*)ev;
-  if (e->left == 0) return GH_OK;
+  if (e->left == 0) {
+    gh_sim_run(f, e->covers);
+    return GH_OK;
+  }
   e->left--;
   return GH_ERR_BUSY;
 }
@@ -384,6 +474,7 @@ static int gh_sim_event_query(gh_frames_t* f, gh_fevent_t ev) {
 static int gh_sim_event_sync(gh_frames_t* f, gh_fevent_t ev) {
   if (!f || !ev) return _gh_error(GH_ERR_INVAL, "sim event_sync: bad arguments");
   ((gh_sim_event_t*)ev)->left = 0;
+  gh_sim_run(f, ((gh_sim_event_t*)ev)->covers);
   return GH_OK;
 }
 
@@ -413,6 +504,7 @@ const gh_frames_ops_t _gh_frames_sim = {
     .event_query = gh_sim_event_query,
     .event_sync = gh_sim_event_sync,
     .event_destroy = gh_sim_event_destroy,
+    .stream_wait = gh_sim_stream_wait,
 };
 
 void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames, size_t host_frames) {
@@ -422,6 +514,18 @@ void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames
     if (e->left > lag) e->left = lag;
   f->tier[GH_TIER_DEVICE].limit = device_frames;
   f->tier[GH_TIER_HOST].limit = host_frames;
+}
+
+void _gh_frames_sim_defer(gh_frames_t* f, int on) {
+  if (!f) return;
+  if (!on) gh_sim_run(f, f->seq);
+  f->defer = on;
+}
+
+void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_waits) {
+  if (!f) return;
+  if (deferred) *deferred = f->n_copies;
+  if (stream_waits) *stream_waits = f->stream_waits;
 }
 
 size_t _gh_frames_sim_live(gh_frames_t* f, gh_tier_t tier) {

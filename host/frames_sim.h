@@ -22,6 +22,11 @@ size_t _gh_frames_sim_live(gh_frames_t* f, gh_tier_t tier);
  * caller still held them -- a leak of the caller. */
 size_t _gh_frames_sim_live_total(void);
 size_t _gh_frames_sim_leaked_total(void);
+/* Defer copies until something waits for them (on), or run the deferred
+ * ones and copy at once again (off, the default): see frames_sim.c. */
+void _gh_frames_sim_defer(gh_frames_t* f, int on);
+/* Deferred copies not run yet, and stream_wait calls so far (either may be NULL). */
+void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_waits);
 
 #ifdef __cplusplus
 }

@@ -187,6 +187,7 @@ typedef struct gh_tm_pa_s {
   uint32_t n;      /* frames */
   uint32_t alias;  /* host: its alias, in frames from alias_vf0; device: in frames from dalias_vf0, or GH_TM_NO_ALIAS */
   uint8_t tier;
+  gh_fevent_t ev;  /* a spare: the event after the copy that still reads it (an ordered move's), or 0 */
 } gh_tm_pa_t;
 
 typedef struct gh_vframe_s {
@@ -266,6 +267,14 @@ struct gh_tmgr_s {
   size_t n_spare, cap_spare, spare_f;
   int spares_off;                    /* GPUHEAP_DEVICE_SPARES=0 */
   int dalias_off;                    /* GPUHEAP_DEVICE_ALIASES=0: moves stage every device allocation */
+  /* Ordered moves (gh_tm_move_units): the calls that allow them set
+   * `ordered` for their duration; ordered_ev is the event after the
+   * copies of the latest ordered batch (0 once seen complete), which host
+   * memory given back by an ordered restore waits for before any use but
+   * the copy stream's. */
+  int ordered, ordered_off;          /* GPUHEAP_ORDERED_MOVES=0: off */
+  gh_fevent_t ordered_ev;
+  uint64_t ordered_moves;            /* stats: ordered_moves */
   gh_stream_t copy_stream;
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
@@ -468,6 +477,75 @@ static void gh_tm_sset_vframe(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v) {
   }
 }
 
+/* Every stream of every tensor with bytes in vframe v, quiet or not (the
+ * streams an ordered move makes wait for its copies); all = 1 when a
+ * tensor has more than the manager tracks. */
+static void gh_tm_sset_users(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v) {
+  const gh_vframe_t* f = &tm->vf[v];
+  for (const gh_tensor_t* t = f->tensors; t; t = f->role == GH_VF_RUN ? NULL : t->fnext) {
+    if (t->many_streams) ss->all = 1;
+    for (unsigned i = 0; i < t->nstreams; i++) gh_tm_sset_add(ss, t->streams[i]);
+  }
+}
+
+/* ---------------------------------------------------------------- ordered moves
+ * An ordered move (gh_tm_move_units) does not wait for its copies: the
+ * streams of its tensors are made to wait for them (stream_wait), and the
+ * host goes on queuing work while they run. What the copies still read is
+ * kept from other uses until they are done:
+ *   - the old device allocation of an evicted unit (a spare) carries the
+ *     event after its copy: a stream that takes it waits for that event,
+ *     the host waits before releasing it or unmapping its alias, the copy
+ *     stream needs nothing (its copies run in order);
+ *   - host memory that an ordered restore gave back to the pool may be
+ *     used by the copy stream only until the latest ordered batch's event
+ *     (ordered_ev): a tensor placed in it makes its stream wait for that
+ *     event, a release waits for it on the host.
+ * Every event here is recorded on the copy stream, so a later one implies
+ * an earlier one. */
+
+/* 1 when the latest ordered batch's copies are done (its event forgotten). */
+static int gh_tm_ordered_done(gh_tmgr_t* tm) {
+  if (!tm->ordered_ev) return 1;
+  if (GH_P(tm, tm->ops->event_query(tm->fr, tm->ordered_ev)) != GH_OK) return 0;
+  GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
+  tm->ordered_ev = 0;
+  return 1;
+}
+
+/* Make what `user` queues from now on wait for event e (copy-stream
+ * event): the copy stream needs nothing; another stream waits on the GPU;
+ * user NULL (the host), or a stream_wait that fails, waits here. */
+static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, const gh_stream_t* user) {
+  if (user && *user == tm->copy_stream) return;
+  if (user && GH_P(tm, tm->ops->stream_wait(tm->fr, *user, e)) == GH_OK) return;
+  GH_P(tm, tm->ops->event_sync(tm->fr, e));
+}
+
+/* Spare *pa goes to `user` (see gh_tm_wait_for): after its copy. */
+static void gh_tm_pa_ready(gh_tmgr_t* tm, gh_tm_pa_t* pa, const gh_stream_t* user) {
+  if (!pa->ev) return;
+  if (GH_P(tm, tm->ops->event_query(tm->fr, pa->ev)) != GH_OK) gh_tm_wait_for(tm, pa->ev, user);
+  GH_P(tm, tm->ops->event_destroy(tm->fr, pa->ev));
+  pa->ev = 0;
+}
+
+/* Tensor t is used on `stream` from now on. A stream new to it was not
+ * made to wait for an ordered move of it that may still be copying: it
+ * waits for the latest ordered batch. */
+static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream) {
+  for (unsigned i = 0; i < t->nstreams; i++)
+    if (t->streams[i] == stream) return;
+  if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, &stream);
+  gh_tm_tensor_add_stream(t, stream);
+}
+
+/* Pooled host memory goes to `user`: after the latest ordered batch. */
+static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_stream_t* user) {
+  if (user && *user == tm->copy_stream) return;
+  if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, user);
+}
+
 /* ---------------------------------------------------------------- hash map ptr -> live tensor */
 static size_t gh_tm_hash(const gh_tmgr_t* tm, const void* p) {
   return (size_t)((((uintptr_t)p >> 8) * UINT64_C(0x9E3779B97F4A7C15)) >> 20) & (tm->n_buckets - 1);
@@ -618,15 +696,17 @@ static void gh_tm_pool_take(gh_tmgr_t* tm, size_t i) {
 
 /* Release the pool's last allocation (the pool is not empty). */
 static void gh_tm_pool_release_last(gh_tmgr_t* tm) {
+  gh_tm_host_ready(tm, NULL);
   const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
   gh_tm_pool_take(tm, tm->pool_cnt - 1);
   gh_tm_host_unmake(tm, &pa);
 }
 
-/* A host allocation of n frames (tm->chunk: a big one; 1: a single frame):
- * from the pool, else created now within the host budget (giving back pool
- * allocations of the other size if the budget needs it). */
-static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
+/* A host allocation of n frames (tm->chunk: a big one; 1: a single frame)
+ * for `user` (gh_tm_wait_for): from the pool, else created now within the
+ * host budget (giving back pool allocations of the other size if the
+ * budget needs it). */
+static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user) {
   const int big = n == tm->chunk;
   int rc = GH_OK;
   size_t i = tm->pool_cnt;
@@ -635,6 +715,7 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
   if (i != SIZE_MAX) {
     *out = tm->pool[i];
     gh_tm_pool_take(tm, i);
+    gh_tm_host_ready(tm, user);
   } else {
     while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) gh_tm_pool_release_last(tm);
     const uint32_t alias = tm->host_used + n <= tm->host_budget_f ? gh_tm_alias_get(tm, big) : GH_TM_NO_ALIAS;
@@ -645,7 +726,7 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
       rc = gh_tm_host_make(tm, n, alias, &out->pf);
       if (rc == GH_OK) {
         tm->host_used += n;
-        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST;
+        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0;
       } else {
         gh_tm_alias_put(tm, alias);
       }
@@ -668,6 +749,7 @@ static void gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
     if (gh_tm_pa_big(tm, pa)) tm->pool_bigs++; else tm->pool_ones++;
     return;
   }
+  gh_tm_host_ready(tm, NULL);
   gh_tm_host_unmake(tm, pa);
 }
 
@@ -696,7 +778,7 @@ static void* gh_tm_pool_main(void* arg) {
     tm->host_used += n, tm->pool_inflight += n;
     if (big) tm->pool_bigs++; else tm->pool_ones++;
     pthread_mutex_unlock(&tm->mu);
-    gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST};
+    gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST, 0};
     const int rc = gh_tm_host_make(tm, n, alias, &pa.pf);
     pthread_mutex_lock(&tm->mu);
     tm->pool_inflight -= n;
@@ -790,6 +872,7 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
   uint32_t a = gh_tm_dalias_find(tm, pa->n);
   for (size_t i = 0; a == GH_TM_NO_ALIAS && i < tm->n_spare; i++) {  /* spares are the likeliest idle ones */
     if (tm->spare[i].alias == GH_TM_NO_ALIAS) continue;
+    gh_tm_pa_ready(tm, &tm->spare[i], NULL);  /* its copy reads through the alias */
     gh_tm_dalias_put(tm, &tm->spare[i]);
     a = gh_tm_dalias_find(tm, pa->n);
   }
@@ -804,6 +887,7 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
 
 static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   gh_tm_pa_t p = *pa;
+  gh_tm_pa_ready(tm, &p, NULL);
   gh_tm_dalias_put(tm, &p);
   GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
   tm->dev_used -= pa->n;
@@ -846,38 +930,41 @@ static void gh_tm_pas_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pas, size_t n) {
 }
 
 /* A device allocation of n frames (within the budget: checked by the
- * caller): a spare of that size, else a new one (spares of other sizes
- * released first while the budget needs their room). */
-static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
+ * caller) for `user` (gh_tm_wait_for): a spare of that size, else a new
+ * one (spares of other sizes released first while the budget needs their
+ * room). */
+static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user) {
   for (size_t i = tm->n_spare; i-- > 0;)
     if (tm->spare[i].n == n) {
       *out = gh_tm_spare_take(tm, i);
+      gh_tm_pa_ready(tm, out, user);
       return GH_OK;
     }
   while (tm->n_spare && tm->dev_used + n > tm->dev_budget_f) gh_tm_spare_release(tm, 0);
   const int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
   if (rc != GH_OK) return rc;
   tm->dev_used += n;
-  out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE;
+  out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE, out->ev = 0;
   return GH_OK;
 }
 
-/* Backing for a unit of k frames (k <= tm->chunk) in one tier: one device
- * allocation; in host memory one big allocation for a whole chunk, else k
- * single frames. All or nothing; *npas allocations in pas. */
-static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas) {
+/* Backing for a unit of k frames (k <= tm->chunk) in one tier, for `user`
+ * (gh_tm_wait_for): one device allocation; in host memory one big
+ * allocation for a whole chunk, else k single frames. All or nothing;
+ * *npas allocations in pas. */
+static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas, const gh_stream_t* user) {
   *npas = 0;
   if (device) {
-    const int rc = gh_tm_dev_get(tm, k, &pas[0]);
+    const int rc = gh_tm_dev_get(tm, k, &pas[0], user);
     if (rc == GH_OK) *npas = 1;
     return rc;
   }
-  if (k == tm->chunk && gh_tm_host_get(tm, k, &pas[0]) == GH_OK) {
+  if (k == tm->chunk && gh_tm_host_get(tm, k, &pas[0], user) == GH_OK) {
     *npas = 1;
     return GH_OK;
   }
   for (size_t i = 0; i < k; i++) {
-    const int rc = gh_tm_host_get(tm, 1, &pas[i]);
+    const int rc = gh_tm_host_get(tm, 1, &pas[i], user);
     if (rc != GH_OK) {
       gh_tm_pas_drop(tm, pas, i);
       return rc;
@@ -901,7 +988,7 @@ static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* 
   size_t n = 0;
   for (size_t end = v + k; v < end; v += tm->vf[v].pn) {
     const gh_vframe_t* f = &tm->vf[v];
-    out[n++] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier};
+    out[n++] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier, 0};
   }
   return n;
 }
@@ -914,7 +1001,7 @@ static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
     gh_vframe_t* f = &tm->vf[i];
     gh_tm_count(tm, f, -1);
     if (f->poff == 0) {
-      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier};
+      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier, 0};
       gh_tm_pa_drop(tm, &pa);
     }
     free(f->bits);
@@ -1001,7 +1088,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   uint8_t* home = gh_tm_va(tm, u->v0);
   st->ev = 0, st->stage = NULL;
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
-  if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa) != GH_OK) return 0;
+  if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &tm->copy_stream) != GH_OK) return 0;
   /* The device side is one allocation (a chunk's, or a slab's frame:
    * _gh_tmgr_check's invariant; refused, nothing moved, if it were not). */
   gh_tm_pa_t* dev = to == GH_TIER_DEVICE ? &st->pa[0] : &st->old[0];
@@ -1056,11 +1143,24 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   return 1;
 }
 
-/* Finish a started unit: the frames moved (u->k, or 0 when it stays). */
-static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st) {
-  const int rc = st->ev ? GH_P(tm, tm->ops->event_sync(tm->fr, st->ev))
-                        : GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
-  if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
+/* Finish a started unit: the frames moved (u->k, or 0 when it stays).
+ * ordered: without waiting for its copy when it can (no staging window,
+ * an event): its old backing is given back with the event (a device
+ * allocation, evicted: the spare carries it; host memory, restored: the
+ * batch's ordered_ev covers it), and the caller makes the users wait. */
+static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st, int ordered) {
+  /* (a restore's host memory goes to the pool, which must keep it: a
+   * release would not wait for this copy) */
+  ordered = ordered && st->ev && !st->stage && (to == GH_TIER_HOST || tm->pool_cnt + st->nold <= tm->pool_cap);
+  int rc = GH_OK;
+  if (!ordered) {
+    rc = st->ev ? GH_P(tm, tm->ops->event_sync(tm->fr, st->ev)) : GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+    if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
+  } else if (to == GH_TIER_HOST) {
+    st->old[0].ev = st->ev;  /* the device allocation: one (a unit's device side, move_start) */
+  } else {
+    GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
+  }
   if (rc != GH_OK) gh_tm_home_undo(tm, u, st);  /* the copy failed: the data is in the old backing */
   if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
   if (rc != GH_OK) {
@@ -1082,13 +1182,23 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   return u->k;
 }
 
-/* gh_tm_move without the accounting. */
+/* gh_tm_move without the accounting. Ordered (tm->ordered, unless
+ * switched off, and every stream of the units' tensors known): after the
+ * last unit has started, one event on the copy stream; every stream of
+ * the units' tensors waits for it, and it becomes ordered_ev. */
 static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to) {
-  gh_tm_sset_t ss = {0};
-  for (size_t i = 0; i < n; i++) gh_tm_sset_vframe(tm, &ss, u[i].v0);  /* a unit's vframes share their tensors */
-  if (gh_tm_sset_sync(tm, &ss) != GH_OK) return 0;
-  gh_tm_step_t* st = malloc(GH_TM_DEPTH * sizeof *st);
-  if (!st) return 0;
+  gh_tm_sset_t ss = {0}, users = {0};
+  int ordered = tm->ordered && !tm->ordered_off;
+  for (size_t i = 0; i < n; i++) {
+    gh_tm_sset_vframe(tm, &ss, u[i].v0);  /* a unit's vframes share their tensors */
+    if (ordered) gh_tm_sset_users(tm, &users, u[i].v0);
+  }
+  if (users.all) ordered = 0;
+  gh_tm_step_t* st = gh_tm_sset_sync(tm, &ss) == GH_OK ? malloc(GH_TM_DEPTH * sizeof *st) : NULL;
+  if (!st) {
+    free(users.s);
+    return 0;
+  }
   /* Units [head, i) are in flight; unit i takes the slot of unit i - DEPTH,
    * finished by then. Start first, then finish the oldest, so that the copy
    * stream never waits for a remap. */
@@ -1096,11 +1206,29 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   for (; i < n; i++) {
     if (!gh_tm_move_start(tm, &u[i], to, &st[i % GH_TM_DEPTH], i % GH_TM_DEPTH)) break;
     if (i + 1 - head == GH_TM_DEPTH) {
-      done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH]);
+      done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
       head++;
     }
   }
-  for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH]);
+  /* The batch's event, before the finishes give the old backings back
+   * (the copy stream's order: it follows every copy of the batch). */
+  gh_fevent_t bev = 0;
+  if (ordered && i > 0 && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &bev)) != GH_OK) bev = 0;
+  if (ordered && i > 0 && !bev) {  /* no event: wait for every copy (finished units included) */
+    GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+    ordered = 0;
+  }
+  if (!bev) ordered = 0;
+  for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
+  if (bev) {
+    /* The users' later work after the copies (the host waits when a
+     * stream cannot be made to). */
+    for (size_t k = 0; k < users.n; k++) gh_tm_wait_for(tm, bev, &users.s[k]);
+    if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
+    tm->ordered_ev = bev;
+    tm->ordered_moves++;
+  }
+  free(users.s);
   free(st);
   return done;
 }
@@ -1489,11 +1617,11 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       const size_t nv = gh_tm_find_run(tm, 1);
       if (nv == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range is full");
       const size_t dev = gh_tm_device_room(tm, 1);
-      gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE};
-      int rc = dev ? gh_tm_dev_get(tm, 1, &pa) : GH_ERR_BUDGET;
+      gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE, 0};
+      int rc = dev ? gh_tm_dev_get(tm, 1, &pa, &t->streams[0]) : GH_ERR_BUDGET;
       if (rc != GH_OK) {
         v = gh_tm_slab_find(tm, kind, GH_TIER_HOST, g, &at);
-        if (v == SIZE_MAX) rc = gh_tm_host_get(tm, 1, &pa);
+        if (v == SIZE_MAX) rc = gh_tm_host_get(tm, 1, &pa, &t->streams[0]);
       }
       if (v == SIZE_MAX) {
         if (rc != GH_OK) return _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
@@ -1566,9 +1694,9 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       for (size_t c = 0; c < n && rc == GH_OK; c += ch) {
         const size_t k = n - c < ch ? n - c : ch;
         size_t got = 0;
-        rc = dev >= k ? gh_tm_unit_get(tm, k, 1, pas + npa, &got) : GH_ERR_BUDGET;
+        rc = dev >= k ? gh_tm_unit_get(tm, k, 1, pas + npa, &got, &t->streams[0]) : GH_ERR_BUDGET;
         if (rc == GH_OK) dev -= k;
-        else rc = gh_tm_unit_get(tm, k, 0, pas + npa, &got);
+        else rc = gh_tm_unit_get(tm, k, 0, pas + npa, &got, &t->streams[0]);
         npa += got;
       }
       if (rc == GH_OK) {
@@ -1886,6 +2014,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * (bench/NOTES.md, host side, row 29). */
     const char* ss = getenv("GPUHEAP_SAME_STREAM_REUSE");
     tm->same_stream_reuse = !(ss && *ss == '0');
+    /* Moves for allocations and prefetches do not wait for their copies
+     * (gh_tm_move_units); GPUHEAP_ORDERED_MOVES=0 makes them wait, for
+     * comparisons (bench/NOTES.md, host side, row 30). */
+    const char* om = getenv("GPUHEAP_ORDERED_MOVES");
+    tm->ordered_off = om && *om == '0';
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
@@ -1972,7 +2105,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     }
     size_t got = 0;
     for (rc = GH_OK; got < nf && rc == GH_OK; got++) {
-      rc = gh_tm_dev_get(tm, 1, &pas[got]);
+      rc = gh_tm_dev_get(tm, 1, &pas[got], NULL);
       pfs[got] = pas[got].pf;
       if (rc != GH_OK) break;
     }
@@ -2023,6 +2156,11 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       gh_tm_reclaim_tensor(tm, t);
     }
     gh_tm_cache_release(tm, SIZE_MAX);
+    if (tm->ordered_ev) {  /* no copy may still run when memory goes */
+      GH_P(tm, tm->ops->event_sync(tm->fr, tm->ordered_ev));
+      GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
+      tm->ordered_ev = 0;
+    }
     if (tm->heap) _gh_heap_destroy_managed(tm->heap);
     tm->heap = NULL;
     for (size_t v = 0; v < tm->heap_vf; v++)
@@ -2076,6 +2214,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   t->streams[0] = stream, t->nstreams = 1;
   gh_tmgr_stats_t snap;
   gh_tm_lock(tm);
+  tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
   int rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) rc = gh_tm_hash_reserve(tm);
   if (rc == GH_OK) {
@@ -2128,6 +2267,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
       if (tm->oom) gh_tm_snapshot(tm, &snap);
     }
   }
+  tm->ordered = 0;
   gh_tm_trace(tm, "a %llx %zu %u %zu %d\n", GH_TM_TP(rc == GH_OK ? t->ptr : NULL), bytes, (unsigned)kind,
               gh_tm_sidx(tm, stream), rc);
   const gh_oom_fn oom = tm->oom;
@@ -2165,7 +2305,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     t->pins = 0;
     t->state = GH_T_PENDING;
     t->free_stream = stream;
-    gh_tm_tensor_add_stream(t, stream);
+    gh_tm_stream_join(tm, t, stream);
     /* No provider call: the event comes at the next flush. */
     t->batch = NULL;
     gh_tm_pend_push(tm, t);
@@ -2204,8 +2344,10 @@ int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   if (rc == GH_OK) {
     /* Frames all on the device: no move, no stream waited for. A quiet
      * tensor moves after its advice's events, and is a use from then on. */
-    gh_tm_tensor_add_stream(t, stream);
+    gh_tm_stream_join(tm, t, stream);
+    tm->ordered = 1;
     rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
+    tm->ordered = 0;
     gh_tm_prefetch_mark(tm, t);
   }
   gh_tm_trace(tm, "p %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
@@ -2241,7 +2383,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
      * host units of all of them move in one batch. */
     size_t nu = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
-      gh_tm_tensor_add_stream(ts[i], stream);
+      gh_tm_stream_join(tm, ts[i], stream);
       for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 1;
     }
     for (size_t i = 0; i < n; i++) nu += gh_tm_host_units(tm, ts[i]->vf0, ts[i]->nvf, units + nu, &m);
@@ -2251,7 +2393,9 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
     m = 0;
     for (size_t i = 0; i < nu; i++)
       if (k == 0 || units[k - 1].v0 != units[i].v0) units[k++] = units[i], m += units[i].k;
+    tm->ordered = 1;
     rc = gh_tm_restore_units(tm, units, k, m);
+    tm->ordered = 0;
     for (size_t i = 0; i < n; i++) {
       for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 0;
       gh_tm_prefetch_mark(tm, ts[i]);
@@ -2425,6 +2569,7 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   pthread_mutex_lock(&tm->pmu);
   for (int k = 0; k < GH_VMM_OP_COUNT; k++) s->vmm_calls[k] = tm->vmm_calls[k], s->vmm_ns[k] = tm->vmm_ns[k];
   s->vmm_move_ns = tm->vmm_move_ns;
+  s->ordered_moves = tm->ordered_moves;
   pthread_mutex_unlock(&tm->pmu);
 }
 
@@ -2520,7 +2665,9 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
     const size_t dev = gh_tm_device_room(tm, k);
     size_t got = 0;
     for (; got < k; got++) {
-      if ((got < dev ? gh_tm_dev_get(tm, 1, &pas[got]) : gh_tm_host_get(tm, 1, &pas[got])) != GH_OK) break;
+      /* The device heap's frames serve every stream: the host waits for copies. */
+      if ((got < dev ? gh_tm_dev_get(tm, 1, &pas[got], NULL) : gh_tm_host_get(tm, 1, &pas[got], NULL)) != GH_OK)
+        break;
       pfs[got] = pas[got].pf;
     }
     if (got == 0) return _gh_error(GH_ERR_BUDGET, "heap growth: no frame in either tier");
@@ -2615,6 +2762,33 @@ int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, si
   pthread_mutex_lock(&tm->pmu);
   _gh_frames_sim_configure(tm->fr, lag, device_frames, host_frames);
   pthread_mutex_unlock(&tm->pmu);
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  gh_tm_lock(tm);
+  GH_P(tm, (_gh_frames_sim_defer(tm->fr, on), GH_OK));
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  pthread_mutex_lock(&tm->mu);
+  const int rc = GH_P(tm, tm->ops->stream_sync(tm->fr, stream));
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
+int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  pthread_mutex_lock(&tm->mu);
+  GH_P(tm, (_gh_frames_sim_counts(tm->fr, deferred, stream_waits), GH_OK));
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }

@@ -34,6 +34,14 @@ extern "C" {
  * event lag and tier capacities (_gh_frames_sim_configure, taken under the
  * provider lock); GH_ERR_UNSUPPORTED for another provider. */
 int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, size_t host_frames);
+/* Tests only, simulation: defer its copies until something waits for them
+ * (on) or copy at once (off, the default; the deferred ones run); see
+ * frames_sim.c. _gh_tmgr_sim_run stands for "the work queued on `stream`
+ * so far has run": the deferred copies it waits for run. _gh_tmgr_sim_counts:
+ * deferred copies not run yet, and the provider's stream_wait calls. */
+int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on);
+int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream);
+int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits);
 /* Tests only: physical frames the provider holds for this manager in
  * `tier` (simulation: its live count; other providers: GH_ERR_UNSUPPORTED). */
 int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);

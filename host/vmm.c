@@ -615,6 +615,14 @@ static int vmm_event_destroy(gh_frames_t* f, gh_fevent_t e) {
   return GH_OK;
 }
 
+static int vmm_stream_wait(gh_frames_t* f, gh_stream_t stream, gh_fevent_t e) {
+  if (f == NULL || e == 0) return _gh_error(GH_ERR_INVAL, "vmm_stream_wait: %s", f ? "no event" : "no provider");
+  const int err = vmm_enter(f);
+  if (err != GH_OK) return err;
+  GH_CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)(uintptr_t)e, 0));
+  return GH_OK;
+}
+
 const gh_frames_ops_t _gh_frames_vmm = {
     .name = "cuda-vmm",
     .open = vmm_open,
@@ -632,4 +640,5 @@ const gh_frames_ops_t _gh_frames_vmm = {
     .event_query = vmm_event_query,
     .event_sync = vmm_event_sync,
     .event_destroy = vmm_event_destroy,
+    .stream_wait = vmm_stream_wait,
 };

@@ -231,6 +231,9 @@ typedef struct gh_tmgr_stats_s {
   size_t spare_frames;       /* device frames created and mapped nowhere, kept for the next allocation
                                 of their size instead of released (in the budget, not in its room
                                 taken; gh_tmgr_empty_cache releases them) */
+  uint64_t ordered_moves;    /* moves (of those counted in moves) that did not wait for their copies:
+                                their tensors' streams were made to wait instead (see gh_tensor_alloc
+                                and gh_tensor_prefetch) */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met

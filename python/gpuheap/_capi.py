@@ -99,6 +99,7 @@ class TmgrStats(ctypes.Structure):
         ("vmm_ns", c_uint64 * VMM_OP_COUNT),
         ("vmm_move_ns", c_uint64),
         ("spare_frames", c_size_t),
+        ("ordered_moves", c_uint64),
     ]
 
 

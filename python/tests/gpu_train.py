@@ -287,7 +287,7 @@ def child(a):
         if timed > 0 and s0:
             result["per_step"] = {k: (s[k] - s0.get(k, 0)) / timed * (1e-6 if k.endswith("_ns") else 1)
                                   for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns",
-                                            "quiet_waits", "host_placed_bytes")}
+                                            "quiet_waits", "host_placed_bytes", "ordered_moves")}
             result["per_step"]["clock_victims"] = {k: (v - s0.get("clock_victims", {}).get(k, 0)) / timed
                                                    for k, v in s.get("clock_victims", {}).items()}
             for key, scale in (("vmm_calls", 1), ("vmm_ns", 1e-6)):

@@ -225,6 +225,15 @@ static size_t rand_size(void) {
 }
 
 static uint64_t random_restores; /* over all seeds */
+/* random_run with the simulation's copies deferred: the test's reads and
+ * writes stand for kernels on its streams, so each first lets the three
+ * streams' queued work run (_gh_tmgr_sim_run): a copy that none of them
+ * was made to wait for is still pending then, and the data check fails. */
+static int random_defer;
+static void run_streams(gh_tmgr_t* tm) {
+  if (!random_defer) return;
+  for (int i = 0; i < 3; i++) CHECK(_gh_tmgr_sim_run(tm, streams[i]) == GH_OK);
+}
 
 static void random_run(uint64_t seed, size_t ops) {
   rng_state = seed;
@@ -234,6 +243,7 @@ static void random_run(uint64_t seed, size_t ops) {
    * multi-frame allocations, pooled host slabs and single-frame tails all
    * move; the default (32: a frame run is one chunk here) for the others. */
   if (seed <= 2) CHECK(_gh_tmgr_set_chunk(tm, 1 + (size_t)seed) == GH_OK);
+  if (random_defer) CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
   model_t m = {0};
   m.cap = 4096;
   m.t = calloc(m.cap, sizeof *m.t);
@@ -259,6 +269,7 @@ static void random_run(uint64_t seed, size_t ops) {
         if (m.n == m.cap) m.t = realloc(m.t, (m.cap *= 2) * sizeof *m.t);
         ref_t* n = &m.t[m.n++];
         *n = (ref_t){.p = p, .bytes = bytes, .stamp = rnd(), .kind = kind};
+        run_streams(tm);
         pat_fill(n->p, 0, bytes, n->stamp);
         m.bytes += bytes;
         allocs++;
@@ -272,6 +283,7 @@ static void random_run(uint64_t seed, size_t ops) {
         budget_fails++;
       }
     } else if (r < 62) {  /* free (its pins go with it) */
+      run_streams(tm);
       check_one(x, 0);
       CHECK(gh_tensor_free(tm, x->p, streams[rnd_below(3)]) == GH_OK);
       if (x->pins) pinned_bytes -= x->bytes;
@@ -328,12 +340,14 @@ static void random_run(uint64_t seed, size_t ops) {
       x->kind = k;
     } else if (r < 97) {  /* rewrite: writes to evicted frames land too */
       x->stamp = rnd();
+      run_streams(tm);
       pat_fill(x->p, 0, x->bytes, x->stamp);
     } else {
       CHECK(gh_tmgr_maintain(tm) == GH_OK);
     }
     /* After each op: a sample of tensors, every pinned one on the device,
      * the statistics against the model. */
+    run_streams(tm);
     for (int k = 0; k < 2 && m.n; k++) check_one(&m.t[rnd_below(m.n)], 0);
     for (size_t i = 0; i < m.n; i++)
       if (m.t[i].pins) {
@@ -353,6 +367,7 @@ static void random_run(uint64_t seed, size_t ops) {
     if (s.pending_frees > max_pending) max_pending = s.pending_frees;
     if (gh_test_failures > 20) break;
   }
+  run_streams(tm);
   for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
   gh_tmgr_stats_t s;
   CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
@@ -367,6 +382,7 @@ static void random_run(uint64_t seed, size_t ops) {
   CHECK(s.moves > 0 && s.move_ns > 0);
   CHECK(s.stream_waits > 0);
   CHECK(max_pending > 0);
+  if (random_defer) CHECK(s.ordered_moves > 0);
   drain_and_destroy(tm, &m);
   free(m.t);
 }
@@ -1674,6 +1690,97 @@ static void same_stream_reuse(void) {
   same_stream_reuse_one(1);
 }
 
+/* Ordered moves, with the simulation's copies deferred (a copy runs only
+ * once a stream that waits for it runs, or the host waits for it): a test
+ * "kernel" on stream s first lets s's queued work run (_gh_tmgr_sim_run).
+ *   1. An eviction for an allocation on s2 of a tensor used on s1 returns
+ *      with its copy still pending; the new tensor takes the victim's old
+ *      device memory, so s2 must wait for the copy: writing the new tensor
+ *      after running s2 alone must not reach the victim's host copy.
+ *   2. A restore (prefetch on s3) gives the tensor's host memory back to
+ *      the pool with its copy still reading it; a tensor then placed in
+ *      that host memory on s4 must make s4 wait for it.
+ *   3. A prefetch on a stream new to a tensor whose ordered restore is
+ *      still copying (nothing left to move) must make that stream wait.
+ * Switched off (GPUHEAP_ORDERED_MOVES=0): every move waits, no copy is
+ * left pending. */
+static void ordered_moves_one(int on) {
+  if (!on) setenv("GPUHEAP_ORDERED_MOVES", "0", 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events never complete by queries alone */
+  unsetenv("GPUHEAP_ORDERED_MOVES");
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000,
+                    s3 = (gh_stream_t)(uintptr_t)0x3000, s4 = (gh_stream_t)(uintptr_t)0x4000,
+                    s5 = (gh_stream_t)(uintptr_t)0x5000;
+  const size_t sz = 4 * MiB; /* 2 frames: one chunk */
+  void *a = NULL, *p = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_WEIGHTS, s1, &p) == GH_OK);
+  CHECK(gh_tensor_pin(tm, p) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  pat_fill(a, 0, sz, 11);
+  pat_fill(p, 0, sz, 12);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_COLD) == GH_OK);
+  /* 1. */
+  uint64_t w0 = 0, w1 = 0;
+  size_t pending = 0;
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+  CHECK(tier_of(tm, a) == GH_TIER_HOST && tier_of(tm, b) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w1) == GH_OK);
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.ordered_moves, on ? 1 : 0);
+  CHECK(on ? pending > 0 && w1 > w0 : pending == 0);
+  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
+  pat_fill(b, 0, sz, 13);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 11) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* 2. The restore evicts b (unpinned) for room; then a is pinned, and c,
+   * with no device room left, goes to host memory: a's old one. */
+  CHECK(gh_tensor_prefetch(tm, a, s3) == GH_OK);
+  CHECK(tier_of(tm, a) == GH_TIER_DEVICE && tier_of(tm, b) == GH_TIER_HOST);
+  CHECK(gh_tensor_pin(tm, a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s4, &c) == GH_OK);
+  CHECK(tier_of(tm, c) == GH_TIER_HOST);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.ordered_moves, on ? 3 : 0); /* the eviction of b, the restore of a */
+  CHECK(_gh_tmgr_sim_run(tm, s4) == GH_OK);
+  pat_fill(c, 0, sz, 14);
+  CHECK(_gh_tmgr_sim_run(tm, s3) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 11) == SIZE_MAX);
+  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
+  CHECK(pat_check(b, 0, sz, 13) == SIZE_MAX);
+  CHECK(pat_check(c, 0, sz, 14) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* 3. */
+  CHECK(gh_tensor_unpin(tm, a) == GH_OK);
+  CHECK(gh_tensor_free(tm, c, s4) == GH_OK);
+  CHECK(gh_tensor_evict(tm, a) == GH_OK); /* an explicit eviction waits for its copies */
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, NULL) == GH_OK);
+  CHECK_EQ_U64(pending, 0);
+  pat_fill(a, 0, sz, 15);  /* in host memory now: its stream's kernels write there */
+  CHECK(gh_tensor_prefetch(tm, a, s3) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, a, s5) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s5) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 15) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK && gh_tensor_free(tm, b, s2) == GH_OK);
+  CHECK(gh_tensor_unpin(tm, p) == GH_OK);
+  CHECK(pat_check(p, 0, sz, 12) == SIZE_MAX);
+  CHECK(gh_tensor_free(tm, p, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+static void ordered_moves(void) {
+  ordered_moves_one(1);
+  ordered_moves_one(0);
+}
+
 /* A cached run is split only when no entry of the size is left: of two
  * runs whose prefixes fit a tensor equally, the shorter one is taken, and
  * the longer one stays whole for a longer tensor. */
@@ -1776,6 +1883,7 @@ int main(int argc, char** argv) {
   spares();
   device_aliases();
   same_stream_reuse();
+  ordered_moves();
   cache_shortest();
   early_flush();
   adapters();
@@ -1788,6 +1896,10 @@ int main(int argc, char** argv) {
   setenv("GPUHEAP_SAME_STREAM_REUSE", "0", 1); /* freed memory after its event only, as before */
   random_run(5, ops);
   unsetenv("GPUHEAP_SAME_STREAM_REUSE");
+  random_defer = 1; /* copies run only once a stream waits for them */
+  random_run(6, ops);
+  random_run(7, ops);
+  random_defer = 0;
   CHECK(random_restores > 0);
   threads(ops);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
