@@ -35,6 +35,9 @@
  *           kind of host allocation (probe_host_kinds() below)
  *   --probe-overlap only: whether remaps wait for or slow running kernels
  *           (probe_overlap() below)
+ *   --probe-mover only: whether remaps on a second thread slow the kernel
+ *           launches of the first, and what a stream's wait for a host-written
+ *           value costs (probe_mover() below)
  */
 #include <algorithm>
 #include <stdio.h>
@@ -483,6 +486,108 @@ static void probe_overlap(int reps) {
   PCU(pd.addr_free(va, U));
 }
 
+/* --probe-mover: could a thread of the manager's own do the remaps while
+ * the calling thread goes on queuing kernels? (1) Thread A queues 20 000
+ * empty kernels, alone and while thread B remaps 16 MiB device <-> host
+ * (unmap, map, access) in a loop: µs per launch for A, ms per remap for B,
+ * alone and together. (2) A stream waits (cuStreamWaitValue32, >=) for a
+ * word of pinned host memory that the host writes 2 ms later: the delay
+ * from the write to an event after the wait. Medians of reps. */
+__global__ void empty_kernel(void) {}
+
+static void probe_mover(int reps) {
+  probe_load();
+  PFN_cuStreamWaitValue32_v11070 waitv = NULL;
+  enum cudaDriverEntryPointQueryResult q;
+  CUDA_OK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&waitv, 12000, cudaEnableDefault, &q));
+  const size_t U = (size_t)16 << 20;
+  CUdeviceptr va = 0;
+  PCU(pd.reserve(&va, U, U, 0, 0));
+  const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE), phs = probe_prop(CU_MEM_LOCATION_TYPE_HOST);
+  const CUmemAccessDesc d = probe_access();
+  CUmemGenericAllocationHandle dev, host;
+  PCU(pd.create(&dev, U, &pdv, 0));
+  PCU(pd.create(&host, U, &phs, 0));
+  PCU(pd.map(va, U, 0, dev, 0));
+  PCU(pd.access(va, U, &d, 1));
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int launches = 20000;
+  auto launch_us = [&]() {
+    const double t0 = now_s();
+    for (int i = 0; i < launches; i++) empty_kernel<<<1, 32, 0, s>>>();
+    CUDA_OK(cudaGetLastError());
+    const double t = now_s() - t0;
+    CUDA_OK(cudaStreamSynchronize(s));
+    return 1e6 * t / launches;
+  };
+  /* One remap there and back: ms. */
+  auto remap_ms = [&]() {
+    const double w0 = now_s();
+    PCU(pd.unmap(va, U));
+    PCU(pd.map(va, U, 0, host, 0));
+    PCU(pd.access(va, U, &d, 1));
+    PCU(pd.unmap(va, U));
+    PCU(pd.map(va, U, 0, dev, 0));
+    PCU(pd.access(va, U, &d, 1));
+    return 1e3 * (now_s() - w0);
+  };
+  std::vector<double> a_alone, a_with, b_alone, b_with;
+  for (int r = -1; r < reps; r++) {
+    const double la = launch_us();
+    double bs = 0;
+    for (int i = 0; i < 20; i++) bs += remap_ms();
+    volatile int stop = 0;
+    std::vector<double> bt;
+    std::thread th([&] {
+      CUDA_OK(cudaSetDevice(0));
+      while (!stop) bt.push_back(remap_ms());
+    });
+    const double lw = launch_us();
+    stop = 1;
+    th.join();
+    if (r >= 0) {
+      a_alone.push_back(la), a_with.push_back(lw), b_alone.push_back(bs / 20);
+      b_with.push_back(bt.empty() ? 0 : median(bt));
+    }
+  }
+  printf("probe-mover (medians of %d): launch %.2f us alone, %.2f us while another thread remaps; remap there and "
+         "back %.3f ms alone, %.3f ms while the other thread launches\n",
+         reps, median(a_alone), median(a_with), median(b_alone), median(b_with));
+  /* (2) a stream's wait for a host-written value. */
+  uint32_t* flag = NULL;
+  CUDA_OK(cudaHostAlloc((void**)&flag, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+  uint32_t* dflag = NULL;
+  CUDA_OK(cudaHostGetDevicePointer((void**)&dflag, flag, 0));
+  cudaEvent_t e;
+  CUDA_OK(cudaEventCreate(&e));
+  std::vector<double> delay;
+  for (int r = 0; r < reps; r++) {
+    __atomic_store_n(flag, (uint32_t)(2 * r), __ATOMIC_SEQ_CST);
+    PCU(waitv((CUstream)s, (CUdeviceptr)(uintptr_t)dflag, (cuuint32_t)(2 * r + 1), CU_STREAM_WAIT_VALUE_GEQ));
+    empty_kernel<<<1, 32, 0, s>>>();
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaEventRecord(e, s));
+    const double t0 = now_s();
+    while (now_s() - t0 < 2e-3) {}
+    const int early = cudaEventQuery(e) == cudaSuccess;
+    const double w = now_s();
+    __atomic_store_n(flag, (uint32_t)(2 * r + 1), __ATOMIC_SEQ_CST);
+    while (cudaEventQuery(e) == cudaErrorNotReady) {}
+    delay.push_back(1e6 * (now_s() - w));
+    if (early) printf("probe-mover: the stream passed its wait before the value was written (rep %d)\n", r);
+  }
+  printf("probe-mover: a stream waiting for a host-written word goes on %.1f us after the write (median; max %.1f)\n",
+         median(delay), *std::max_element(delay.begin(), delay.end()));
+  CUDA_OK(cudaEventDestroy(e));
+  CUDA_OK(cudaFreeHost(flag));
+  CUDA_OK(cudaStreamDestroy(s));
+  PCU(pd.unmap(va, U));
+  PCU(pd.release(dev));
+  PCU(pd.release(host));
+  PCU(pd.addr_free(va, U));
+}
+
 typedef struct row_s {
   size_t chunk;
   const char* direction;
@@ -507,7 +612,7 @@ int main(int argc, char** argv) {
   size_t max_mib = 1024;
   const char* csv_path = NULL;
   const char* json_path = NULL;
-  int do_probe = 0, probe_host = 0, probe_ovl = 0;
+  int do_probe = 0, probe_host = 0, probe_ovl = 0, probe_mov = 0;
   std::vector<size_t> chunks = {4, 8, 16, 32};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -521,9 +626,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--probe")) do_probe = 1;
     else if (!strcmp(argv[i], "--probe-host")) probe_host = 1;
     else if (!strcmp(argv[i], "--probe-overlap")) probe_ovl = 1;
+    else if (!strcmp(argv[i], "--probe-mover")) probe_mov = 1;
     else {
       fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--chunks F,...] [--csv PATH] [--json PATH] [--probe] "
-              "[--probe-host] [--probe-overlap]\n",
+              "[--probe-host] [--probe-overlap] [--probe-mover]\n",
               argv[0]);
       return 2;
     }
@@ -537,10 +643,11 @@ int main(int argc, char** argv) {
     return 77;
   }
   CUDA_OK(cudaSetDevice(0));
-  if (probe_host || probe_ovl) {
+  if (probe_host || probe_ovl || probe_mov) {
     CUDA_OK(cudaFree(0)); /* a context for the driver calls */
     if (probe_host) probe_host_kinds(reps);
     if (probe_ovl) probe_overlap(reps);
+    if (probe_mov) probe_mover(reps);
     return 0;
   }
   cudaDeviceProp prop;
