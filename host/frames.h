@@ -94,6 +94,16 @@ typedef struct gh_frames_ops_s {
    * reached (cudaStreamWaitEvent; the host does not wait). e may be
    * destroyed right after. */
   int (*stream_wait)(gh_frames_t* f, gh_stream_t stream, gh_fevent_t e);
+  /* A 32-bit word of host memory that the device can read (pinned and
+   * mapped: cudaHostAlloc), 0 at first; and its release. */
+  int (*word_alloc)(gh_frames_t* f, uint32_t** out);
+  int (*word_free)(gh_frames_t* f, uint32_t* w);
+  /* Make the work that `stream` queues from now on wait until *w >= value
+   * (cuStreamWaitValue32; the host does not wait). The host writes the
+   * word (an atomic store). Syncing a stream (or an event recorded after
+   * the wait) before the word reaches the value waits for that write: the
+   * caller must not hold what the writer needs. */
+  int (*stream_wait_value)(gh_frames_t* f, gh_stream_t stream, uint32_t* w, uint32_t value);
 } gh_frames_ops_t;
 
 /* The providers. _gh_frames_vmm exists only in the CUDA library. */

@@ -19,7 +19,11 @@
  * to wait for such an event (stream_wait) is synchronized. A caller that
  * reads memory a copy writes without one of these sees the old bytes, as a
  * kernel not ordered after the copy would on a GPU; a copy whose memory
- * was unmapped before it ran faults.
+ * was unmapped before it ran faults. A stream made to wait for a word
+ * (stream_wait_value) holds the events recorded on it after the wait until
+ * the word reaches the value (a query says GH_ERR_BUSY); synchronizing such
+ * a stream or event before then fails with GH_ERR_CORRUPT, for on a GPU it
+ * would wait for a writer that the caller may be keeping from writing.
  *
  * Invariants, per tier t:  live[t] == |{slots s : used[t][s] != 0}| (frames),
  * and for an allocation starting at slot s (used[t][s] == SIM_HEAD):
@@ -62,6 +66,8 @@ typedef struct gh_sim_tier_s {
 typedef struct gh_sim_event_s {
   uint32_t left;  /* queries until complete */
   uint64_t covers; /* deferred copies up to this sequence number run when it completes */
+  const uint32_t* word; /* ... and not before *word >= value (when word) */
+  uint32_t value;
   struct gh_sim_event_s *prev, *next;
 } gh_sim_event_t;
 
@@ -77,6 +83,8 @@ typedef struct gh_sim_sstate_s {
   gh_stream_t s;
   uint64_t last;    /* sequence number of its last copy */
   uint64_t waited;  /* copies of other streams it waits for (stream_wait), up to this one */
+  const uint32_t* word; /* the word it waits for (stream_wait_value), or NULL */
+  uint32_t value;       /* ... until it reaches this */
 } gh_sim_sstate_t;
 
 typedef struct gh_sim_stream_s {
@@ -99,6 +107,7 @@ struct gh_frames_s {
   gh_sim_sstate_t* ss;        /* per stream token seen by copy, event_record or stream_wait */
   size_t n_ss, cap_ss;
   uint64_t stream_waits;      /* stream_wait calls */
+  uint64_t value_waits;       /* stream_wait_value calls */
 };
 
 static size_t gh_sim_live_all = 0;    /* atomic: frames live over all instances */
@@ -345,6 +354,14 @@ static int gh_sim_unmap(gh_frames_t* f, uint8_t* va, size_t n) {
   const size_t end = v0 + n;
   if (!f->head[v0] || (end < f->n_va && f->mapped[end] && !f->head[end]))
     return _gh_error(GH_ERR_INVAL, "sim unmap: frames [%zu, %zu) would split a mapping", v0, end);
+  /* A copy not run yet that reads or writes there would fault on a GPU. */
+  for (size_t i = 0; i < f->n_copies; i++) {
+    const gh_sim_copy_t* c = &f->copies[i];
+    const uint8_t *lo = va, *hi = va + n * f->frame;
+    if (((const uint8_t*)c->dst < hi && (const uint8_t*)c->dst + c->bytes > lo) ||
+        ((const uint8_t*)c->src < hi && (const uint8_t*)c->src + c->bytes > lo))
+      return _gh_error(GH_ERR_CORRUPT, "sim unmap: %p + %zu frames is used by a copy not run yet", (void*)va, n);
+  }
   const int rc = gh_sim_unmap_raw(f, va, n);
   if (rc != GH_OK) return rc;
   for (size_t i = v0; i < end; i++) {
@@ -369,7 +386,7 @@ static gh_sim_sstate_t* gh_sim_ss(gh_frames_t* f, gh_stream_t s) {
     if (!p) return NULL;
     f->ss = p, f->cap_ss = cap;
   }
-  f->ss[f->n_ss] = (gh_sim_sstate_t){s, 0, 0};
+  f->ss[f->n_ss] = (gh_sim_sstate_t){s, 0, 0, NULL, 0};
   return &f->ss[f->n_ss++];
 }
 
@@ -431,9 +448,40 @@ static int gh_sim_copy(gh_frames_t* f, void* dst, const void* src, size_t bytes,
   return GH_OK;
 }
 
+/* 1 while a word that the stream's or event's work waits for is short of its value. */
+static int gh_sim_held(const uint32_t* w, uint32_t value) {
+  return w && __atomic_load_n(w, __ATOMIC_ACQUIRE) < value;
+}
+
 static int gh_sim_stream_sync(gh_frames_t* f, gh_stream_t stream) {
   if (!f) return _gh_error(GH_ERR_INVAL, "sim stream_sync: NULL");
+  const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
+  if (st && gh_sim_held(st->word, st->value))
+    return _gh_error(GH_ERR_CORRUPT, "sim stream_sync: the stream waits for a word not written yet");
   gh_sim_run(f, gh_sim_front(f, stream));
+  return GH_OK;
+}
+
+static int gh_sim_word_alloc(gh_frames_t* f, uint32_t** out) {
+  if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim word_alloc: bad arguments");
+  *out = calloc(1, 64);
+  return *out ? GH_OK : _gh_error(GH_ERR_NOMEM, "sim word_alloc: out of memory");
+}
+
+static int gh_sim_word_free(gh_frames_t* f, uint32_t* w) {
+  if (!f || !w) return _gh_error(GH_ERR_INVAL, "sim word_free: bad arguments");
+  free(w);
+  return GH_OK;
+}
+
+static int gh_sim_stream_wait_value(gh_frames_t* f, gh_stream_t stream, uint32_t* w, uint32_t value) {
+  if (!f || !w) return _gh_error(GH_ERR_INVAL, "sim stream_wait_value: bad arguments");
+  gh_sim_sstate_t* st = gh_sim_ss(f, stream);
+  if (!st) return _gh_error(GH_ERR_NOMEM, "sim stream_wait_value: out of memory");
+  if (st->word && st->word != w) return _gh_error(GH_ERR_UNSUPPORTED, "sim stream_wait_value: one word per stream");
+  st->word = w;
+  if (value > st->value) st->value = value;
+  f->value_waits++;
   return GH_OK;
 }
 
@@ -452,6 +500,8 @@ static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* 
   gh_sim_event_t* e = calloc(1, sizeof *e);
   if (!e) return _gh_error(GH_ERR_NOMEM, "sim event_record: out of memory");
   e->covers = gh_sim_front(f, stream);
+  const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
+  if (st) e->word = st->word, e->value = st->value;
   e->left = f->lag;
   e->next = f->events;
   if (e->next) e->next->prev = e;
@@ -463,18 +513,21 @@ static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* 
 static int gh_sim_event_query(gh_frames_t* f, gh_fevent_t ev) {
   if (!f || !ev) return _gh_error(GH_ERR_INVAL, "sim event_query: bad arguments");
   gh_sim_event_t* e = (gh_sim_event_t*)ev;
-  if (e->left == 0) {
+  if (e->left == 0 && !gh_sim_held(e->word, e->value)) {
     gh_sim_run(f, e->covers);
     return GH_OK;
   }
-  e->left--;
+  if (e->left) e->left--;
   return GH_ERR_BUSY;
 }
 
 static int gh_sim_event_sync(gh_frames_t* f, gh_fevent_t ev) {
   if (!f || !ev) return _gh_error(GH_ERR_INVAL, "sim event_sync: bad arguments");
-  ((gh_sim_event_t*)ev)->left = 0;
-  gh_sim_run(f, ((gh_sim_event_t*)ev)->covers);
+  gh_sim_event_t* e = (gh_sim_event_t*)ev;
+  if (gh_sim_held(e->word, e->value))
+    return _gh_error(GH_ERR_CORRUPT, "sim event_sync: the event follows a wait for a word not written yet");
+  e->left = 0;
+  gh_sim_run(f, e->covers);
   return GH_OK;
 }
 
@@ -505,6 +558,9 @@ const gh_frames_ops_t _gh_frames_sim = {
     .event_sync = gh_sim_event_sync,
     .event_destroy = gh_sim_event_destroy,
     .stream_wait = gh_sim_stream_wait,
+    .word_alloc = gh_sim_word_alloc,
+    .word_free = gh_sim_word_free,
+    .stream_wait_value = gh_sim_stream_wait_value,
 };
 
 void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames, size_t host_frames) {
@@ -526,6 +582,13 @@ void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_wa
   if (!f) return;
   if (deferred) *deferred = f->n_copies;
   if (stream_waits) *stream_waits = f->stream_waits;
+}
+
+uint64_t _gh_frames_sim_value_waits(gh_frames_t* f) { return f ? f->value_waits : 0; }
+
+int _gh_frames_sim_held(gh_frames_t* f, gh_stream_t stream) {
+  const gh_sim_sstate_t* st = f ? gh_sim_ss(f, stream) : NULL;
+  return st && gh_sim_held(st->word, st->value);
 }
 
 size_t _gh_frames_sim_live(gh_frames_t* f, gh_tier_t tier) {

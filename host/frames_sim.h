@@ -27,6 +27,10 @@ size_t _gh_frames_sim_leaked_total(void);
 void _gh_frames_sim_defer(gh_frames_t* f, int on);
 /* Deferred copies not run yet, and stream_wait calls so far (either may be NULL). */
 void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_waits);
+/* stream_wait_value calls so far; whether `stream` now waits for a word
+ * short of its value. */
+uint64_t _gh_frames_sim_value_waits(gh_frames_t* f);
+int _gh_frames_sim_held(gh_frames_t* f, gh_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -190,6 +190,15 @@ typedef struct gh_tm_pa_s {
   gh_fevent_t ev;  /* a spare: the event after the copy that still reads it (an ordered move's), or 0 */
 } gh_tm_pa_t;
 
+/* A home remap for the mover (gh_tm_mover_main): unmap k frames at home,
+ * map pfs[0..n) there; seq != 0 on the last job of a batch. */
+typedef struct gh_tm_job_s {
+  uint8_t* home;
+  size_t k, n;
+  gh_pframe_t pfs[GH_TM_CHUNK_MAX];
+  uint64_t seq;
+} gh_tm_job_t;
+
 typedef struct gh_vframe_s {
   gh_pframe_t pf;       /* the allocation mapped here when tier != NONE */
   uint32_t palias;      /* its alias (host; device: or GH_TM_NO_ALIAS) */
@@ -275,6 +284,22 @@ struct gh_tmgr_s {
   int ordered, ordered_off;          /* GPUHEAP_ORDERED_MOVES=0: off */
   gh_fevent_t ordered_ev;
   uint64_t ordered_moves;            /* stats: ordered_moves */
+  /* The mover: a thread that remaps the homes of ordered moves (see
+   * gh_tm_mover_main). Jobs [jhead, jn) of `jobs` wait; batches 1..jseq
+   * were queued, 1..jdone are done (and *word == jdone, for the GPU). All
+   * under jmu. */
+  pthread_mutex_t jmu;
+  pthread_cond_t jcv, jdone_cv;
+  pthread_t mover;
+  int mover_on, mover_stop, mover_off; /* running; told to stop; GPUHEAP_MOVER=0 */
+  gh_tm_job_t* jobs;
+  size_t jhead, jn, jcap;
+  uint64_t jseq, jdone;
+  int mover_busy;                    /* the mover is remapping (a job taken off the list) */
+  int mover_hold;                    /* tests: the mover takes no job (_gh_tmgr_mover_hold) */
+  uint32_t* word;
+  int mover_err;                     /* the mover's first failure (sticky), and what failed */
+  char mover_what[192];
   gh_stream_t copy_stream;
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
@@ -316,6 +341,8 @@ struct gh_tmgr_s {
  * vmm_calls / vmm_ns) under pmu. */
 static uint64_t gh_tm_now_ns(void);
 static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
+static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
+static void gh_tm_mover_drain(gh_tmgr_t* tm);
 
 /* ---------------------------------------------------------------- trace
  * GPUHEAP_TRACE=path (a "%d" in it becomes the process id): every call
@@ -350,8 +377,12 @@ static void gh_tm_trace_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stre
   for (size_t i = 0; ptrs && i < n; i++) fprintf(tm->trace, " %llx", GH_TM_TP(ptrs[i]));
   fputc('\n', tm->trace);
 }
+/* An unmap or a release waits for the mover first: it may be of memory
+ * or addresses the mover has yet to remap (see gh_tm_mover_drain). */
 #define GH_PV(tm, op, call)                                       \
   ({                                                              \
+    if ((op) == GH_VMM_UNMAP || (op) == GH_VMM_RELEASE)           \
+      gh_tm_mover_drain(tm);                                      \
     pthread_mutex_lock(&(tm)->pmu);                               \
     const uint64_t gh_pt0_ = gh_tm_now_ns();                      \
     const int gh_prc_ = (call);                                   \
@@ -522,12 +553,29 @@ static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, const gh_stream_t* user
   GH_P(tm, tm->ops->event_sync(tm->fr, e));
 }
 
-/* Spare *pa goes to `user` (see gh_tm_wait_for): after its copy. */
+/* Spare *pa goes to `user` (see gh_tm_wait_for): after its copy. A
+ * stream that waits for the copy does so on the GPU: the allocation keeps
+ * its event until it backs a tensor (gh_tm_pa_commit), since it may come
+ * back to the spares first (a placement that fails) with the copy still
+ * running. */
 static void gh_tm_pa_ready(gh_tmgr_t* tm, gh_tm_pa_t* pa, const gh_stream_t* user) {
   if (!pa->ev) return;
-  if (GH_P(tm, tm->ops->event_query(tm->fr, pa->ev)) != GH_OK) gh_tm_wait_for(tm, pa->ev, user);
-  GH_P(tm, tm->ops->event_destroy(tm->fr, pa->ev));
-  pa->ev = 0;
+  const int done = GH_P(tm, tm->ops->event_query(tm->fr, pa->ev)) == GH_OK;
+  if (!done) gh_tm_wait_for(tm, pa->ev, user);
+  if (done || !user) {
+    GH_P(tm, tm->ops->event_destroy(tm->fr, pa->ev));
+    pa->ev = 0;
+  }
+}
+
+/* Allocations pas[0..n) back a tensor now (their users waited for their
+ * copies): their events go. */
+static void gh_tm_pa_commit(gh_tmgr_t* tm, gh_tm_pa_t* pas, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (pas[i].ev) {
+      GH_P(tm, tm->ops->event_destroy(tm->fr, pas[i].ev));
+      pas[i].ev = 0;
+    }
 }
 
 /* Tensor t is used on `stream` from now on. A stream new to it was not
@@ -537,6 +585,13 @@ static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream)
   for (unsigned i = 0; i < t->nstreams; i++)
     if (t->streams[i] == stream) return;
   if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, &stream);
+  if (tm->mover_on) {  /* ... and for its remaps */
+    pthread_mutex_lock(&tm->jmu);
+    const uint64_t seq = tm->jseq;
+    pthread_mutex_unlock(&tm->jmu);
+    if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, stream, tm->word, (uint32_t)seq)) != GH_OK)
+      gh_tm_mover_drain(tm);
+  }
   gh_tm_tensor_add_stream(t, stream);
 }
 
@@ -544,6 +599,110 @@ static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream)
 static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_stream_t* user) {
   if (user && *user == tm->copy_stream) return;
   if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, user);
+}
+
+/* ---------------------------------------------------------------- the mover
+ * An ordered move hands its units' home remaps (unmap the old backing, map
+ * the new one) to the mover, a thread of the manager's own, and returns:
+ * the calling thread goes on queuing kernels while the driver remaps (a
+ * remap on another thread does not slow kernel launches: bench_evict
+ * --probe-mover, bench/NOTES.md host side row 31). The streams of the
+ * moved tensors wait on the GPU until the mover has written the batch's
+ * number into a word of pinned host memory (stream_wait_value), as they
+ * wait for its copies. The manager's records change at once and the
+ * provider's mappings catch up when the mover is done, so every call that
+ * could meet memory or addresses with a remap still to come waits until
+ * the mover is idle (gh_tm_mover_drain): every unmap and release (GH_PV),
+ * every move, and every wait on the host for work of the tensors' streams
+ * (which may wait for the word: holding pmu there would keep the mover
+ * from writing it). A remap the driver refuses (it has mapped the same
+ * memory before: out of memory for page tables) cannot be undone once the
+ * call has returned: it is recorded, later allocations and prefetches fail
+ * with GH_ERR_CORRUPT, and the word is written all the same, so that no
+ * stream waits forever. */
+static void gh_tm_mover_drain(gh_tmgr_t* tm) {
+  if (!tm->mover_on || gh_tm_is_mover) return;
+  pthread_mutex_lock(&tm->jmu);
+  while (tm->jhead != tm->jn || tm->mover_busy) pthread_cond_wait(&tm->jdone_cv, &tm->jmu);
+  pthread_mutex_unlock(&tm->jmu);
+}
+
+static void* gh_tm_mover_main(void* arg) {
+  gh_tmgr_t* tm = arg;
+  gh_tm_is_mover = 1, gh_tm_in_move = 1; /* its calls count in vmm_move_ns */
+  pthread_mutex_lock(&tm->jmu);
+  for (;;) {
+    while ((tm->jhead == tm->jn || tm->mover_hold) && !tm->mover_stop) pthread_cond_wait(&tm->jcv, &tm->jmu);
+    if (tm->jhead == tm->jn) break;
+    const gh_tm_job_t j = tm->jobs[tm->jhead++];
+    if (tm->jhead == tm->jn) tm->jhead = tm->jn = 0;
+    tm->mover_busy = 1;
+    pthread_mutex_unlock(&tm->jmu);
+    int rc = GH_OK;
+    if (j.k) {
+      rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, j.home, j.k));
+      if (rc == GH_OK) rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, j.home, j.pfs, j.n));
+    }
+    pthread_mutex_lock(&tm->jmu);
+    if (rc != GH_OK && !tm->mover_err) {
+      tm->mover_err = rc;
+      snprintf(tm->mover_what, sizeof tm->mover_what, "the mover could not remap %p (%zu frames): %s",
+               (void*)j.home, j.k, gh_last_error_detail());
+    }
+    if (j.seq) {
+      tm->jdone = j.seq;
+      __atomic_store_n(tm->word, (uint32_t)j.seq, __ATOMIC_RELEASE);
+    }
+    tm->mover_busy = 0;
+    pthread_cond_broadcast(&tm->jdone_cv);
+  }
+  pthread_mutex_unlock(&tm->jmu);
+  return NULL;
+}
+
+/* Room for n more jobs (GH_OK), so that a batch's pushes cannot fail. */
+static int gh_tm_mover_reserve(gh_tmgr_t* tm, size_t n) {
+  pthread_mutex_lock(&tm->jmu);
+  int rc = tm->mover_err ? tm->mover_err : GH_OK;
+  if (rc == GH_OK && tm->jn + n > tm->jcap) {
+    const size_t cap = tm->jn + n > 2 * tm->jcap ? tm->jn + n : 2 * tm->jcap;
+    gh_tm_job_t* p = realloc(tm->jobs, cap * sizeof *p);
+    if (p) tm->jobs = p, tm->jcap = cap;
+    else rc = GH_ERR_NOMEM;
+  }
+  pthread_mutex_unlock(&tm->jmu);
+  return rc;
+}
+
+/* Queue a job (room reserved): unmap k frames at home and map pas there;
+ * k == 0: the end of batch seq. */
+static void gh_tm_mover_push(gh_tmgr_t* tm, uint8_t* home, size_t k, const gh_tm_pa_t* pas, size_t n, uint64_t seq) {
+  pthread_mutex_lock(&tm->jmu);
+  gh_tm_job_t* j = &tm->jobs[tm->jn++];
+  j->home = home, j->k = k, j->n = n, j->seq = seq;
+  for (size_t i = 0; i < n; i++) j->pfs[i] = pas[i].pf;
+  pthread_cond_signal(&tm->jcv);
+  pthread_mutex_unlock(&tm->jmu);
+}
+
+/* End the batch queued since the last one: its number. */
+static uint64_t gh_tm_mover_seal(gh_tmgr_t* tm) {
+  pthread_mutex_lock(&tm->jmu);
+  const uint64_t seq = ++tm->jseq;
+  pthread_mutex_unlock(&tm->jmu);
+  gh_tm_mover_push(tm, NULL, 0, NULL, 0, seq);
+  return seq;
+}
+
+/* The mover's failure (GH_OK if none), recorded as this call's error. */
+static int gh_tm_mover_failed(gh_tmgr_t* tm) {
+  if (!tm->mover_on) return GH_OK;
+  pthread_mutex_lock(&tm->jmu);
+  const int rc = tm->mover_err;
+  char what[sizeof tm->mover_what];
+  memcpy(what, tm->mover_what, sizeof what);
+  pthread_mutex_unlock(&tm->jmu);
+  return rc == GH_OK ? GH_OK : _gh_error(GH_ERR_CORRUPT, "%s", what);
 }
 
 /* ---------------------------------------------------------------- hash map ptr -> live tensor */
@@ -1082,9 +1241,10 @@ static void gh_tm_home_undo(gh_tmgr_t* tm, const gh_tm_unit_t* u, const gh_tm_st
 }
 
 /* Start moving unit u into tier `to`, staging window `slot`: 1 when its
- * copy is under way and its home holds the new backing, 0 (nothing
- * changed) when not. */
-static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st, size_t slot) {
+ * copy is under way and its home holds the new backing (mover: its remap
+ * is queued for the mover), 0 (nothing changed) when not. */
+static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st, size_t slot,
+                            int mover) {
   uint8_t* home = gh_tm_va(tm, u->v0);
   st->ev = 0, st->stage = NULL;
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
@@ -1126,7 +1286,9 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
     st->ev = 0;  /* no event: wait for the stream at the finish instead */
   }
   /* The remap, while the copy runs. */
-  if (rc == GH_OK) {
+  if (rc == GH_OK && mover) {
+    gh_tm_mover_push(tm, home, u->k, st->pa, st->npa, 0);
+  } else if (rc == GH_OK) {
     rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
     if (rc == GH_OK) {
       rc = gh_tm_home_map(tm, u, st->pa, st->npa);
@@ -1170,6 +1332,7 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   for (size_t v = u->v0; v < u->v0 + u->k; v++) gh_tm_count(tm, &tm->vf[v], -1);
   gh_tm_pas_drop(tm, st->old, st->nold);
   gh_tm_vf_set(tm, u->v0, st->pa, st->npa);
+  gh_tm_pa_commit(tm, st->pa, st->npa);
   for (size_t v = u->v0; v < u->v0 + u->k; v++) {
     gh_vframe_t* f = &tm->vf[v];
     gh_tm_count(tm, f, +1);
@@ -1194,6 +1357,11 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
     if (ordered) gh_tm_sset_users(tm, &users, u[i].v0);
   }
   if (users.all) ordered = 0;
+  /* The mover's earlier remaps first (these units may be among them, and
+   * the streams waited for below may wait for its word). */
+  gh_tm_mover_drain(tm);
+  const int mover = ordered && tm->mover_on && gh_tm_mover_reserve(tm, n + 1) == GH_OK;
+  size_t queued = 0;
   gh_tm_step_t* st = gh_tm_sset_sync(tm, &ss) == GH_OK ? malloc(GH_TM_DEPTH * sizeof *st) : NULL;
   if (!st) {
     free(users.s);
@@ -1204,7 +1372,8 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
    * stream never waits for a remap. */
   size_t done = 0, head = 0, i = 0;
   for (; i < n; i++) {
-    if (!gh_tm_move_start(tm, &u[i], to, &st[i % GH_TM_DEPTH], i % GH_TM_DEPTH)) break;
+    if (!gh_tm_move_start(tm, &u[i], to, &st[i % GH_TM_DEPTH], i % GH_TM_DEPTH, mover)) break;
+    queued += mover;
     if (i + 1 - head == GH_TM_DEPTH) {
       done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
       head++;
@@ -1214,16 +1383,24 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
    * (the copy stream's order: it follows every copy of the batch). */
   gh_fevent_t bev = 0;
   if (ordered && i > 0 && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &bev)) != GH_OK) bev = 0;
-  if (ordered && i > 0 && !bev) {  /* no event: wait for every copy (finished units included) */
+  const uint64_t seq = queued ? gh_tm_mover_seal(tm) : 0;
+  if (ordered && i > 0 && !bev) {  /* no event: wait for every copy (finished units included) and remap */
     GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+    gh_tm_mover_drain(tm);
     ordered = 0;
   }
   if (!bev) ordered = 0;
   for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
   if (bev) {
-    /* The users' later work after the copies (the host waits when a
-     * stream cannot be made to). */
-    for (size_t k = 0; k < users.n; k++) gh_tm_wait_for(tm, bev, &users.s[k]);
+    /* The users' later work after the copies and the remaps (the host
+     * waits when a stream cannot be made to). */
+    int drain = 0;
+    for (size_t k = 0; k < users.n; k++) {
+      gh_tm_wait_for(tm, bev, &users.s[k]);
+      if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, users.s[k], tm->word, (uint32_t)seq)) != GH_OK)
+        drain = 1;
+    }
+    if (drain) gh_tm_mover_drain(tm);
     if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
     tm->ordered_ev = bev;
     tm->ordered_moves++;
@@ -1634,6 +1811,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
           return _gh_error(GH_ERR_NOMEM, "cannot map a frame for %zu bytes", t->bytes);
         }
         gh_tm_vf_set(tm, nv, &pa, 1);
+        gh_tm_pa_commit(tm, &pa, 1);
         gh_vframe_t* f = &tm->vf[nv];
         f->role = GH_VF_SLAB, f->kind = (uint8_t)kind;
         f->bits = bits, f->free_granules = (uint32_t)(tm->frame / GH_TM_ALIGN);
@@ -1716,6 +1894,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
                              : _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
     }
     gh_tm_vf_set(tm, v, pas, npa);
+    gh_tm_pa_commit(tm, pas, npa);
     for (size_t i = 0; i < npa; i++)
       if (pas[i].tier == GH_TIER_HOST) tm->host_placed += pas[i].n * tm->frame;
     for (size_t i = 0; i < n; i++) {
@@ -1850,6 +2029,7 @@ static void gh_tm_flush(gh_tmgr_t* tm) {
     if (!b) {
       b = calloc(1, sizeof *b);
       if (!b || GH_P(tm, tm->ops->event_record(tm->fr, t->free_stream, &b->ev)) != GH_OK) {
+        gh_tm_mover_drain(tm);  /* the stream may wait for the mover's word */
         GH_P(tm, tm->ops->stream_sync(tm->fr, t->free_stream));
         if (b) b->ev = 0, b->done = 1;
       }
@@ -1873,6 +2053,7 @@ static void gh_tm_flush(gh_tmgr_t* tm) {
  * those without) are left. */
 static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
   if (tm->n_pending == tm->n_unflushed) return;
+  if (sync) gh_tm_mover_drain(tm);  /* the frees' streams may wait for the mover's word */
   const uint64_t pass = ++tm->pass;
   for (gh_tensor_t *t = tm->pend_head, *nx; t; t = nx) {
     nx = t->next;
@@ -2019,9 +2200,19 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * comparisons (bench/NOTES.md, host side, row 30). */
     const char* om = getenv("GPUHEAP_ORDERED_MOVES");
     tm->ordered_off = om && *om == '0';
+    /* Ordered moves remap homes on the mover thread; GPUHEAP_MOVER=0:
+     * on the calling thread, for comparisons (row 31). The simulation
+     * runs without it unless GPUHEAP_MOVER=1: most of its tests read
+     * tensors from the host right after a call, where a GPU program's
+     * kernels would wait for the mover on their streams. */
+    const char* mv = getenv("GPUHEAP_MOVER");
+    tm->mover_off = mv && *mv ? *mv == '0' : ops == &_gh_frames_sim;
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
+  pthread_mutex_init(&tm->jmu, NULL);
+  pthread_cond_init(&tm->jcv, NULL);
+  pthread_cond_init(&tm->jdone_cv, NULL);
   pthread_cond_init(&tm->pool_cv, NULL);
   pthread_cond_init(&tm->pool_done_cv, NULL);
   for (unsigned k = 0; k < GH_KIND_COUNT; k++) tm->slab_head[k] = SIZE_MAX;
@@ -2125,6 +2316,16 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (tm->pool_target) {
     if (pthread_create(&tm->pool_thread, NULL, gh_tm_pool_main, tm) == 0) tm->pool_running = 1;
   }
+  /* The mover, where the provider can make a stream wait for a word (else,
+   * or if it cannot start, ordered moves remap on the calling thread). */
+  if (!tm->mover_off && ops->stream_wait_value && ops->word_alloc(tm->fr, &tm->word) == GH_OK) {
+    if (pthread_create(&tm->mover, NULL, gh_tm_mover_main, tm) == 0) {
+      tm->mover_on = 1;
+    } else {
+      ops->word_free(tm->fr, tm->word);
+      tm->word = NULL;
+    }
+  }
   *out = tm;
   return GH_OK;
 fail:
@@ -2170,6 +2371,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     tm->pool_target = 0;
     while (tm->pool_cnt) gh_tm_pool_release_last(tm);
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
+    if (tm->word) tm->ops->word_free(tm->fr, tm->word);
     tm->ops->close(tm->fr);
   }
   free(tm->vf);
@@ -2181,6 +2383,10 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   if (tm->trace) fclose(tm->trace);
   free(tm->cache);
   free(tm->spare);
+  free(tm->jobs);
+  pthread_cond_destroy(&tm->jcv);
+  pthread_cond_destroy(&tm->jdone_cv);
+  pthread_mutex_destroy(&tm->jmu);
   pthread_cond_destroy(&tm->pool_cv);
   pthread_cond_destroy(&tm->pool_done_cv);
   pthread_mutex_destroy(&tm->pmu);
@@ -2190,6 +2396,14 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
 
 int gh_tmgr_destroy(gh_tmgr_t* tm) {
   if (!tm) return GH_OK;
+  if (tm->mover_on) {
+    pthread_mutex_lock(&tm->jmu);
+    tm->mover_stop = 1;  /* it finishes the jobs queued first */
+    pthread_cond_signal(&tm->jcv);
+    pthread_mutex_unlock(&tm->jmu);
+    pthread_join(tm->mover, NULL);
+    tm->mover_on = 0;
+  }
   pthread_mutex_lock(&tm->mu);
   tm->pool_stop = 1;
   pthread_cond_broadcast(&tm->pool_cv);
@@ -2215,7 +2429,8 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   gh_tmgr_stats_t snap;
   gh_tm_lock(tm);
   tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
-  int rc = gh_tm_stream_seen(tm, stream);
+  int rc = gh_tm_mover_failed(tm);
+  if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) rc = gh_tm_hash_reserve(tm);
   if (rc == GH_OK) {
     const size_t budget = (tm->dev_budget_f + tm->host_budget_f) * tm->frame;
@@ -2340,6 +2555,7 @@ int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch: NULL manager");
   int rc;
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_prefetch", &rc);
+  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
     /* Frames all on the device: no move, no stream waited for. A quiet
@@ -2366,7 +2582,8 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   if (n == 0) return GH_OK;
   gh_tm_lock(tm);
   gh_tm_reclaim(tm, 0);
-  int rc = gh_tm_stream_seen(tm, stream);
+  int rc = gh_tm_mover_failed(tm);
+  if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   gh_tensor_t** ts = rc == GH_OK ? malloc(n * sizeof *ts) : NULL;
   if (rc == GH_OK && !ts) rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_prefetch_many: out of memory");
   /* Every pointer first: a bad one fails the call before anything changes. */
@@ -2779,6 +2996,7 @@ int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
   pthread_mutex_lock(&tm->mu);
+  gh_tm_mover_drain(tm);  /* "the stream's work has run": the mover's word written too */
   const int rc = GH_P(tm, tm->ops->stream_sync(tm->fr, stream));
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -2790,6 +3008,25 @@ int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits)
   pthread_mutex_lock(&tm->mu);
   GH_P(tm, (_gh_frames_sim_counts(tm->fr, deferred, stream_waits), GH_OK));
   pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
+  if (!tm || !held) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  pthread_mutex_lock(&tm->mu);
+  *held = GH_P(tm, _gh_frames_sim_held(tm->fr, stream));
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  if (!tm->mover_on) return _gh_error(GH_ERR_UNSUPPORTED, "the manager runs no mover");
+  pthread_mutex_lock(&tm->jmu);
+  tm->mover_hold = hold;
+  pthread_cond_broadcast(&tm->jcv);
+  pthread_mutex_unlock(&tm->jmu);
   return GH_OK;
 }
 
@@ -2848,7 +3085,8 @@ int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
 int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   gh_tm_lock(tm);
-  int rc = GH_OK;
+  gh_tm_mover_drain(tm);
+  int rc = gh_tm_mover_failed(tm);
   size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0}, cf = 0, cruns = 0;
   for (size_t v = 0; v < tm->n_va && rc == GH_OK; v++) {
     const gh_vframe_t* f = &tm->vf[v];

@@ -42,6 +42,13 @@ int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, si
 int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on);
 int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream);
 int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits);
+/* Tests only, simulation: *held = 1 while `stream` waits for the mover's
+ * word (a batch whose remaps are not done). */
+int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held);
+/* Tests only: hold the mover (it takes no job; a call that must wait for
+ * it then waits until released) or let it go on. GH_ERR_UNSUPPORTED when
+ * the manager runs no mover (GPUHEAP_MOVER). */
+int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold);
 /* Tests only: physical frames the provider holds for this manager in
  * `tier` (simulation: its live count; other providers: GH_ERR_UNSUPPORTED). */
 int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);

@@ -88,7 +88,8 @@
   X(cuMemRelease, PFN_cuMemRelease_v10020)           \
   X(cuMemMap, PFN_cuMemMap_v10020)                   \
   X(cuMemUnmap, PFN_cuMemUnmap_v10020)               \
-  X(cuMemSetAccess, PFN_cuMemSetAccess_v10020)
+  X(cuMemSetAccess, PFN_cuMemSetAccess_v10020)      \
+  X(cuStreamWaitValue32, PFN_cuStreamWaitValue32_v11070)
 
 static struct vmm_driver_s {
 #define VMM_FIELD(name, type) type name;
@@ -623,6 +624,35 @@ static int vmm_stream_wait(gh_frames_t* f, gh_stream_t stream, gh_fevent_t e) {
   return GH_OK;
 }
 
+static int vmm_word_alloc(gh_frames_t* f, uint32_t** out) {
+  if (f == NULL || out == NULL) return _gh_error(GH_ERR_INVAL, "vmm_word_alloc: NULL");
+  const int err = vmm_enter(f);
+  if (err != GH_OK) return err;
+  void* p = NULL;
+  GH_CUDA_TRY(cudaHostAlloc(&p, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+  memset(p, 0, 64);
+  *out = p;
+  return GH_OK;
+}
+
+static int vmm_word_free(gh_frames_t* f, uint32_t* w) {
+  if (f == NULL || w == NULL) return _gh_error(GH_ERR_INVAL, "vmm_word_free: NULL");
+  const int err = vmm_enter(f);
+  if (err != GH_OK) return err;
+  GH_CUDA_TRY(cudaFreeHost(w));
+  return GH_OK;
+}
+
+static int vmm_stream_wait_value(gh_frames_t* f, gh_stream_t stream, uint32_t* w, uint32_t value) {
+  if (f == NULL || w == NULL) return _gh_error(GH_ERR_INVAL, "vmm_stream_wait_value: NULL");
+  const int err = vmm_enter(f);
+  if (err != GH_OK) return err;
+  void* d = NULL;
+  GH_CUDA_TRY(cudaHostGetDevicePointer(&d, w, 0));
+  VMM_CU_TRY(vmm_drv.cuStreamWaitValue32((CUstream)stream, (CUdeviceptr)(uintptr_t)d, value, CU_STREAM_WAIT_VALUE_GEQ));
+  return GH_OK;
+}
+
 const gh_frames_ops_t _gh_frames_vmm = {
     .name = "cuda-vmm",
     .open = vmm_open,
@@ -641,4 +671,7 @@ const gh_frames_ops_t _gh_frames_vmm = {
     .event_sync = vmm_event_sync,
     .event_destroy = vmm_event_destroy,
     .stream_wait = vmm_stream_wait,
+    .word_alloc = vmm_word_alloc,
+    .word_free = vmm_word_free,
+    .stream_wait_value = vmm_stream_wait_value,
 };

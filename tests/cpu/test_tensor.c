@@ -1703,11 +1703,16 @@ static void same_stream_reuse(void) {
  *   3. A prefetch on a stream new to a tensor whose ordered restore is
  *      still copying (nothing left to move) must make that stream wait.
  * Switched off (GPUHEAP_ORDERED_MOVES=0): every move waits, no copy is
- * left pending. */
-static void ordered_moves_one(int on) {
+ * left pending. With the mover (mover = 1), held during step 1: the
+ * eviction returns with the victim's stream waiting for the mover's word
+ * (the new tensor's stream does not), and nothing moves on until it is
+ * let go. */
+static void ordered_moves_one(int on, int mover) {
   if (!on) setenv("GPUHEAP_ORDERED_MOVES", "0", 1);
+  setenv("GPUHEAP_MOVER", mover ? "1" : "0", 1);
   gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events never complete by queries alone */
   unsetenv("GPUHEAP_ORDERED_MOVES");
+  unsetenv("GPUHEAP_MOVER");
   if (!tm) return;
   CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
   CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
@@ -1727,7 +1732,14 @@ static void ordered_moves_one(int on) {
   uint64_t w0 = 0, w1 = 0;
   size_t pending = 0;
   CHECK(_gh_tmgr_sim_counts(tm, &pending, &w0) == GH_OK);
+  if (mover) CHECK(_gh_tmgr_mover_hold(tm, 1) == GH_OK);
   CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+  if (mover) {
+    int h1 = 0, h2 = 1;
+    CHECK(_gh_tmgr_sim_held(tm, s1, &h1) == GH_OK && _gh_tmgr_sim_held(tm, s2, &h2) == GH_OK);
+    CHECK(h1 == on && h2 == 0);
+    CHECK(_gh_tmgr_mover_hold(tm, 0) == GH_OK);
+  }
   CHECK(tier_of(tm, a) == GH_TIER_HOST && tier_of(tm, b) == GH_TIER_DEVICE);
   CHECK(_gh_tmgr_sim_counts(tm, &pending, &w1) == GH_OK);
   gh_tmgr_stats_t st;
@@ -1777,8 +1789,10 @@ static void ordered_moves_one(int on) {
   drain_and_destroy(tm, &m);
 }
 static void ordered_moves(void) {
-  ordered_moves_one(1);
-  ordered_moves_one(0);
+  ordered_moves_one(1, 0);
+  ordered_moves_one(0, 0);
+  ordered_moves_one(1, 1);
+  ordered_moves_one(0, 1);
 }
 
 /* A cached run is split only when no entry of the size is left: of two
@@ -1898,7 +1912,10 @@ int main(int argc, char** argv) {
   unsetenv("GPUHEAP_SAME_STREAM_REUSE");
   random_defer = 1; /* copies run only once a stream waits for them */
   random_run(6, ops);
+  setenv("GPUHEAP_MOVER", "1", 1); /* and homes are remapped on the mover thread */
   random_run(7, ops);
+  random_run(8, ops);
+  unsetenv("GPUHEAP_MOVER");
   random_defer = 0;
   CHECK(random_restores > 0);
   threads(ops);
