@@ -602,8 +602,10 @@ static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_stream_t* user) {
 }
 
 /* ---------------------------------------------------------------- the mover
- * An ordered move hands its units' home remaps (unmap the old backing, map
- * the new one) to the mover, a thread of the manager's own, and returns:
+ * With GPUHEAP_MOVER=1 (off by default: row 31 of bench/NOTES.md found it
+ * slower) an ordered move hands its units' home remaps (unmap the old
+ * backing, map the new one) to the mover, a thread of the manager's own,
+ * and returns:
  * the calling thread goes on queuing kernels while the driver remaps (a
  * remap on another thread does not slow kernel launches: bench_evict
  * --probe-mover, bench/NOTES.md host side row 31). The streams of the
@@ -2200,13 +2202,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * comparisons (bench/NOTES.md, host side, row 30). */
     const char* om = getenv("GPUHEAP_ORDERED_MOVES");
     tm->ordered_off = om && *om == '0';
-    /* Ordered moves remap homes on the mover thread; GPUHEAP_MOVER=0:
-     * on the calling thread, for comparisons (row 31). The simulation
-     * runs without it unless GPUHEAP_MOVER=1: most of its tests read
-     * tensors from the host right after a call, where a GPU program's
-     * kernels would wait for the mover on their streams. */
+    /* GPUHEAP_MOVER=1: ordered moves remap homes on the mover thread. Off
+     * by default: it made (c) slower, not faster (bench/NOTES.md, host
+     * side, row 31): the remaps are the step's longest serial work, and the
+     * GPU and the calling thread then both wait for the mover. */
     const char* mv = getenv("GPUHEAP_MOVER");
-    tm->mover_off = mv && *mv ? *mv == '0' : ops == &_gh_frames_sim;
+    tm->mover_off = !(mv && *mv && *mv != '0');
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
