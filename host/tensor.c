@@ -3072,9 +3072,15 @@ int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
   if (tm->live_head || tm->pend_head) {
     rc = _gh_error(GH_ERR_INVAL, "the chunk size changes only while the manager holds no tensor");
   } else {
-    /* The pool's big allocations have the old size: give them all back. */
+    /* The pool's big allocations have the old size: give them all back;
+     * and the device memory of the old size (cached runs, spares, with
+     * their aliases), which no allocation of the new size would take: a
+     * bench_evict sweep otherwise creates and releases an allocation at
+     * every move of the sizes after the first (bench/NOTES.md row 32). */
     gh_tm_pool_quiesce(tm);
     while (tm->pool_cnt) gh_tm_pool_release_last(tm);
+    gh_tm_cache_release(tm, SIZE_MAX);
+    while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
     tm->chunk = frames;
     tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / tm->chunk;
     if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);

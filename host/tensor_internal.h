@@ -56,7 +56,8 @@ int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);
  * allocation, or one host allocation, and moved together; 32 by default)
  * `frames` long, 2 .. 32, so that small budgets exercise multi-frame
  * allocations. Only while the manager holds no tensor (GH_ERR_INVAL
- * otherwise); the pool's chunk-sized host allocations are given back. */
+ * otherwise); the pool's chunk-sized host allocations, the cached runs and
+ * the spare device allocations are given back. */
 int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames);
 /* Tests only: shrink the device-alias region to its first `frames` frames
  * (GH_ERR_INVAL while an alias is in use, or beyond its size), so that a

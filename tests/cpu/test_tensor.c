@@ -1549,6 +1549,21 @@ static void spares(void) {
   CHECK_EQ_U64(st.cached_frames, 0);
   CHECK_EQ_U64(sim_dev(tm), 0);
   CHECK(gh_tensor_free(tm, e, NULL) == GH_OK);
+  /* A new chunk size gives back the device memory of the old one: a
+   * spare and a cached run made with chunks of 2, none left after. */
+  settle(tm);
+  void* g = NULL;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &g) == GH_OK);
+  CHECK(gh_tensor_evict(tm, g) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, g, NULL) == GH_OK);
+  CHECK(gh_tensor_free(tm, g, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.spare_frames + st.cached_frames > 0);
+  CHECK(_gh_tmgr_set_chunk(tm, 4) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.spare_frames, 0);
+  CHECK_EQ_U64(st.cached_frames, 0);
+  CHECK_EQ_U64(sim_dev(tm), 0);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
