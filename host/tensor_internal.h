@@ -23,12 +23,15 @@ extern "C" {
  * allocation (or one pooled host slab) and moved as one; see tensor.c. Per
  * 2 MiB, remapping one allocation of 64 MiB costs 1.1 us (device) / 22 us
  * (host, mostly per byte) against 35.6 / 76 us for 2 MiB allocations, and a
- * move overlaps each chunk's remap with the next chunk's copy, so only the
- * last chunk's remap shows: smaller chunks shorten that tail, larger ones
- * cost fewer driver calls. The default was chosen by bench_evict's sweep
- * (bench/results/evict-h200.md); GH_TM_CHUNK_MAX bounds it. */
+ * move remaps a chunk's home while its copy runs (device aliases): larger
+ * chunks cost fewer driver calls, smaller ones move less of a tensor's
+ * tail and pipeline batches of a few MiB. 16 (32 MiB): the training step
+ * with half its memory on the host was ~5 ms faster than with 8, moving
+ * ~2 % fewer bytes, and evict / restore stay at 47-49 / 54-55 GB/s from
+ * 32 MiB up (bench/NOTES.md host side row 32; 32 frames: a 32 MiB batch
+ * is one unit, 21 GB/s). GH_TM_CHUNK_MAX bounds it. */
 #define GH_TM_CHUNK_MAX ((size_t)32)
-#define GH_TM_CHUNK_DEFAULT ((size_t)8)
+#define GH_TM_CHUNK_DEFAULT ((size_t)16)
 
 /* Tests only, on a manager whose provider is the simulation: set its
  * event lag and tier capacities (_gh_frames_sim_configure, taken under the
@@ -53,7 +56,7 @@ int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold);
  * `tier` (simulation: its live count; other providers: GH_ERR_UNSUPPORTED). */
 int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);
 /* Tests and bench_evict only: make large tensors' chunks (the frames backed by one device
- * allocation, or one host allocation, and moved together; 32 by default)
+ * allocation, or one host allocation, and moved together; GH_TM_CHUNK_DEFAULT)
  * `frames` long, 2 .. 32, so that small budgets exercise multi-frame
  * allocations. Only while the manager holds no tensor (GH_ERR_INVAL
  * otherwise); the pool's chunk-sized host allocations, the cached runs and

@@ -42,7 +42,7 @@ for stage in $stages; do
         env $v timeout 120 stdbuf -oL ./build-gpu/bench/gh_stress --efficiency --reps 7
       done 2>&1 | tee "$out/efficiency.log" | grep -E "^--|median" ;;
     evict)
-      timeout 240 stdbuf -oL ./build-gpu/bench/bench_evict --reps 7 --chunks 8 --csv "$out/evict.csv" --json "$out/evict.json" 2>&1 |
+      timeout 240 stdbuf -oL ./build-gpu/bench/bench_evict --reps 7 --chunks 16 --csv "$out/evict.csv" --json "$out/evict.json" 2>&1 |
         tee "$out/evict.log" | tail -20 ;;
     tensor)
       timeout 240 stdbuf -oL ./build-gpu/bench/bench_tensor --csv "$out/tensor-latency.csv" \

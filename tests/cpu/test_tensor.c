@@ -1269,6 +1269,9 @@ static void adapters(void) {
  * gh_tmgr_empty_cache trims it back to the pool's target. */
 static void host_reuse(void) {
   gh_tmgr_t* tm = make_tm(64, 64, 2, 0);
+  /* Whole chunks (3 of 8 frames): no single host frame is taken from the
+   * pool, whose thread would then make new ones between the rounds. */
+  CHECK(_gh_tmgr_set_chunk(tm, 8) == GH_OK);
   gh_tmgr_stats_t s;
   CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
   const size_t fb = s.frame_bytes, frames = 24, bytes = frames * fb;
@@ -1575,9 +1578,10 @@ static void spares(void) {
  * data survives both ways. */
 static void device_aliases_one(int on) {
   if (!on) setenv("GPUHEAP_DEVICE_ALIASES", "0", 1);
-  gh_tmgr_t* tm = make_tm(64, 64, 0, 0); /* 32 device frames; chunks of 8 */
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 0); /* 32 device frames */
   unsetenv("GPUHEAP_DEVICE_ALIASES");
   if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 8) == GH_OK);
   gh_tmgr_stats_t st;
   void* e = NULL;
   CHECK(gh_tensor_alloc(tm, 32 * MiB, GH_KIND_ACTIVATIONS, NULL, &e) == GH_OK); /* 2 chunks */
