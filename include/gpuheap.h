@@ -246,9 +246,16 @@ int gh_tmgr_create(gh_tmgr_t** tm, const gh_tmgr_options_t* opts);
 int gh_tmgr_destroy(gh_tmgr_t* tm);
 
 /* A tensor of `bytes` (> 0), 256-byte aligned, usable on `stream` in stream
- * order. Small tensors share frames; large ones take runs of frames. */
+ * order. Small tensors share frames; large ones take runs of frames. When
+ * the device budget is spent, cold frames are evicted for it without the
+ * host waiting for their copies (ordered moves): the streams the evicted
+ * tensors were used on (allocated, prefetched or freed on) wait for the
+ * copies on the GPU, and so does `stream` where it takes their memory. A
+ * tensor used on a stream the manager was never told of must be ordered
+ * after one it knows (as with cudaFreeAsync). GPUHEAP_ORDERED_MOVES=0 makes
+ * every move wait on the host. */
 int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t stream, void** ptr);
-/* Free, with no CUDA call; its memory is reused at once by allocations on
+/* Free, with no CUDA call (but see below); its memory is reused at once by allocations on
  * `stream` (stream order makes that safe, as with cudaMallocAsync), and by
  * other streams once `stream` reaches this point (other streams that used
  * it must be ordered before, as with cudaFreeAsync). A freed large
@@ -256,16 +263,23 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
  * event that orders other streams after the free is recorded on `stream`
  * later (gh_tmgr_maintain, an allocation that needs the memory, or one that
  * finds 16 frees waiting for their event), so
- * `stream` must live until gh_tmgr_maintain has run after the free.
- * GH_ERR_FOREIGN for a pointer that is no tensor's start, GH_ERR_DOUBLE_FREE
- * for one freed already. */
+ * `stream` must live until gh_tmgr_maintain has run after the free. (A
+ * free on a stream the tensor was never used on, while an ordered move is
+ * still copying, makes that stream wait for it: the one CUDA call a free
+ * can make.) GH_ERR_FOREIGN for a pointer that is no tensor's start,
+ * GH_ERR_DOUBLE_FREE for one freed already. */
 int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 /* Hints: bring the tensor's frames to the device now (evicting others if
  * needed), or mark it cold and move its frames to the host now. Frames
  * shared with other tensors move only when all of them are cold.
  * gh_tensor_prefetch also clears a cold mark (GH_ADVICE_NORMAL); on a
  * tensor whose frames are all on the device it moves nothing and waits for
- * no stream. */
+ * no stream. A prefetch is stream-ordered: it returns once its copies are
+ * queued, and the work queued afterwards on `stream` and on the tensor's
+ * other streams finds the tensor on the device (they wait for the copies
+ * on the GPU); a stream new to the tensor also waits for the latest moves
+ * still copying. gh_tensor_evict and gh_tensor_pin return once the data is
+ * where they put it. */
 int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 int gh_tensor_evict(gh_tmgr_t* tm, void* ptr);
 /* gh_tensor_prefetch of n tensors in one batch: one wait for their streams
