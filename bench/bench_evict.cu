@@ -368,6 +368,44 @@ static void evict_probe(int reps) {
   PCU(pd.addr_free(va, 4 * U));
 }
 
+/* 16 MiB of address space with a device and a host allocation of that
+ * size, the device one mapped there: what the remap probes move between. */
+typedef struct probe_range_s {
+  size_t bytes;
+  CUdeviceptr va;
+  CUmemGenericAllocationHandle dev, host;
+  CUmemAccessDesc d;
+} probe_range_t;
+
+static probe_range_t probe_range_open(void) {
+  probe_range_t r;
+  r.bytes = (size_t)16 << 20;
+  r.va = 0;
+  PCU(pd.reserve(&r.va, r.bytes, r.bytes, 0, 0));
+  const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE), phs = probe_prop(CU_MEM_LOCATION_TYPE_HOST);
+  r.d = probe_access();
+  PCU(pd.create(&r.dev, r.bytes, &pdv, 0));
+  PCU(pd.create(&r.host, r.bytes, &phs, 0));
+  PCU(pd.map(r.va, r.bytes, 0, r.dev, 0));
+  PCU(pd.access(r.va, r.bytes, &r.d, 1));
+  return r;
+}
+
+/* Remap the range to allocation h (an eviction's remap: to r->host; a
+ * restore's: to r->dev). */
+static void probe_range_remap(const probe_range_t* r, CUmemGenericAllocationHandle h) {
+  PCU(pd.unmap(r->va, r->bytes));
+  PCU(pd.map(r->va, r->bytes, 0, h, 0));
+  PCU(pd.access(r->va, r->bytes, &r->d, 1));
+}
+
+static void probe_range_close(probe_range_t* r) {
+  PCU(pd.unmap(r->va, r->bytes));
+  PCU(pd.release(r->dev));
+  PCU(pd.release(r->host));
+  PCU(pd.addr_free(r->va, r->bytes));
+}
+
 /* --probe-overlap: can the host remap frames while kernels run, without
  * waiting for them or slowing them? A 16 MiB range is remapped (unmap the
  * device allocation, map a host allocation, one access call, then back)
@@ -393,16 +431,7 @@ __global__ void stream_words(uint64_t* p, size_t words, int passes) {
 
 static void probe_overlap(int reps) {
   probe_load();
-  const size_t U = (size_t)16 << 20;
-  CUdeviceptr va = 0;
-  PCU(pd.reserve(&va, U, U, 0, 0));
-  const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE), phs = probe_prop(CU_MEM_LOCATION_TYPE_HOST);
-  const CUmemAccessDesc d = probe_access();
-  CUmemGenericAllocationHandle dev, host;
-  PCU(pd.create(&dev, U, &pdv, 0));
-  PCU(pd.create(&host, U, &phs, 0));
-  PCU(pd.map(va, U, 0, dev, 0));
-  PCU(pd.access(va, U, &d, 1));
+  probe_range_t rg = probe_range_open();
   const size_t big = (size_t)1 << 30;
   uint64_t* buf = NULL;
   CUDA_OK(cudaMalloc(&buf, big));
@@ -415,13 +444,9 @@ static void probe_overlap(int reps) {
   /* One evict-like remap and one restore-like remap of the range: ms each. */
   auto cycle = [&](double* out_ms, double* back_ms) {
     double w0 = now_s();
-    PCU(pd.unmap(va, U));
-    PCU(pd.map(va, U, 0, host, 0));
-    PCU(pd.access(va, U, &d, 1));
+    probe_range_remap(&rg, rg.host);
     const double w1 = now_s();
-    PCU(pd.unmap(va, U));
-    PCU(pd.map(va, U, 0, dev, 0));
-    PCU(pd.access(va, U, &d, 1));
+    probe_range_remap(&rg, rg.dev);
     *out_ms = 1e3 * (w1 - w0), *back_ms = 1e3 * (now_s() - w1);
   };
   const int cycles = 8;
@@ -480,10 +505,7 @@ static void probe_overlap(int reps) {
   CUDA_OK(cudaEventDestroy(e1));
   CUDA_OK(cudaStreamDestroy(s));
   CUDA_OK(cudaFree(buf));
-  PCU(pd.unmap(va, U));
-  PCU(pd.release(dev));
-  PCU(pd.release(host));
-  PCU(pd.addr_free(va, U));
+  probe_range_close(&rg);
 }
 
 /* --probe-mover: could a thread of the manager's own do the remaps while
@@ -500,16 +522,7 @@ static void probe_mover(int reps) {
   PFN_cuStreamWaitValue32_v11070 waitv = NULL;
   enum cudaDriverEntryPointQueryResult q;
   CUDA_OK(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", (void**)&waitv, 12000, cudaEnableDefault, &q));
-  const size_t U = (size_t)16 << 20;
-  CUdeviceptr va = 0;
-  PCU(pd.reserve(&va, U, U, 0, 0));
-  const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE), phs = probe_prop(CU_MEM_LOCATION_TYPE_HOST);
-  const CUmemAccessDesc d = probe_access();
-  CUmemGenericAllocationHandle dev, host;
-  PCU(pd.create(&dev, U, &pdv, 0));
-  PCU(pd.create(&host, U, &phs, 0));
-  PCU(pd.map(va, U, 0, dev, 0));
-  PCU(pd.access(va, U, &d, 1));
+  probe_range_t rg = probe_range_open();
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const int launches = 20000;
@@ -524,12 +537,8 @@ static void probe_mover(int reps) {
   /* One remap there and back: ms. */
   auto remap_ms = [&]() {
     const double w0 = now_s();
-    PCU(pd.unmap(va, U));
-    PCU(pd.map(va, U, 0, host, 0));
-    PCU(pd.access(va, U, &d, 1));
-    PCU(pd.unmap(va, U));
-    PCU(pd.map(va, U, 0, dev, 0));
-    PCU(pd.access(va, U, &d, 1));
+    probe_range_remap(&rg, rg.host);
+    probe_range_remap(&rg, rg.dev);
     return 1e3 * (now_s() - w0);
   };
   std::vector<double> a_alone, a_with, b_alone, b_with;
@@ -582,10 +591,7 @@ static void probe_mover(int reps) {
   CUDA_OK(cudaEventDestroy(e));
   CUDA_OK(cudaFreeHost(flag));
   CUDA_OK(cudaStreamDestroy(s));
-  PCU(pd.unmap(va, U));
-  PCU(pd.release(dev));
-  PCU(pd.release(host));
-  PCU(pd.addr_free(va, U));
+  probe_range_close(&rg);
 }
 
 typedef struct row_s {
