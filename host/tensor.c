@@ -187,7 +187,8 @@ typedef struct gh_tm_pa_s {
   uint32_t n;      /* frames */
   uint32_t alias;  /* host: its alias, in frames from alias_vf0; device: in frames from dalias_vf0, or GH_TM_NO_ALIAS */
   uint8_t tier;
-  gh_fevent_t ev;  /* a spare: the event after the copy that still reads it (an ordered move's), or 0 */
+  gh_fevent_t ev;  /* the event after an ordered move's copy that may still read it (a spare's, kept until
+                      the allocation backs a tensor: gh_tm_pa_commit), or 0 */
 } gh_tm_pa_t;
 
 /* A home remap for the mover (gh_tm_mover_main): unmap k frames at home,

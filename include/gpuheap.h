@@ -225,7 +225,7 @@ typedef struct gh_tmgr_stats_s {
   uint64_t quiet_waits;      /* waits for the events of quiet tensors (GH_ADVICE_QUIET) before a
                                 move, in place of waits for their streams (not in stream_waits) */
   uint64_t vmm_calls[GH_VMM_OP_COUNT]; /* calls of the physical-memory API (gh_vmm_op_t), both tiers,
-                                          the host-pool thread's included */
+                                          the host-pool thread's and the mover's included */
   uint64_t vmm_ns[GH_VMM_OP_COUNT];    /* host time in them */
   uint64_t vmm_move_ns;      /* the part of vmm_ns spent inside moves (in move_ns too) */
   size_t spare_frames;       /* device frames created and mapped nowhere, kept for the next allocation
