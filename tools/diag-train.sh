@@ -10,7 +10,7 @@
 # c-ssr0* / c-ssr1*, b-ssr*: same-stream reuse off / on, row 29; all-ssr1:
 # (a), (b), (c) with it on, losses compared; c-om0* / c-om1*: ordered moves
 # off / on, row 30; c-mv0* / c-mv1*: the mover off / on, row 31; c-quiet*:
-# the offload context's quiet advice).
+# the offload context's quiet advice; c-pdN*: prefetch distance N, row 33).
 # Needs build-gpu/libgpuheap.so; logs under $OUT (or ./gpu-out), one tarball.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +47,7 @@ for v in ${DIAG:-c0 c-nomove a0 b0 c-prof a-prof}; do
     c-om0*) GPUHEAP_ORDERED_MOVES=0 g "$v" --only c --steps 20 ;;
     c-om1*) g "$v" --only c --steps 20 ;;
     c-mv0*) GPUHEAP_MOVER=0 g "$v" --only c --steps 20 ;;
+    c-pd*) n=${v#c-pd}; g "$v" --only c --steps 20 --prefetch-distance "${n%%-*}" ;;
     c-mv1*) GPUHEAP_MOVER=1 g "$v" --only c --steps 20 ;;
     c-da0*) GPUHEAP_DEVICE_ALIASES=0 g "$v" --only c --steps 20 ;;
     c-da1*) g "$v" --only c --steps 20 ;;
