@@ -287,15 +287,15 @@ struct gh_tmgr_s {
   uint64_t ordered_moves;            /* stats: ordered_moves */
   /* The mover: a thread that remaps the homes of ordered moves (see
    * gh_tm_mover_main). Jobs [jhead, jn) of `jobs` wait; batches 1..jseq
-   * were queued, 1..jdone are done (and *word == jdone, for the GPU). All
-   * under jmu. */
+   * were queued, and *word is the last one done (for the GPU). All under
+   * jmu. */
   pthread_mutex_t jmu;
   pthread_cond_t jcv, jdone_cv;
   pthread_t mover;
   int mover_on, mover_stop, mover_off; /* running; told to stop; GPUHEAP_MOVER=0 */
   gh_tm_job_t* jobs;
   size_t jhead, jn, jcap;
-  uint64_t jseq, jdone;
+  uint64_t jseq;
   int mover_busy;                    /* the mover is remapping (a job taken off the list) */
   int mover_hold;                    /* tests: the mover takes no job (_gh_tmgr_mover_hold) */
   uint32_t* word;
@@ -652,10 +652,7 @@ static void* gh_tm_mover_main(void* arg) {
       snprintf(tm->mover_what, sizeof tm->mover_what, "the mover could not remap %p (%zu frames): %s",
                (void*)j.home, j.k, gh_last_error_detail());
     }
-    if (j.seq) {
-      tm->jdone = j.seq;
-      __atomic_store_n(tm->word, (uint32_t)j.seq, __ATOMIC_RELEASE);
-    }
+    if (j.seq) __atomic_store_n(tm->word, (uint32_t)j.seq, __ATOMIC_RELEASE);
     tm->mover_busy = 0;
     pthread_cond_broadcast(&tm->jdone_cv);
   }
@@ -1390,9 +1387,8 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   if (ordered && i > 0 && !bev) {  /* no event: wait for every copy (finished units included) and remap */
     GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
     gh_tm_mover_drain(tm);
-    ordered = 0;
   }
-  if (!bev) ordered = 0;
+  ordered = ordered && bev;
   for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
   if (bev) {
     /* The users' later work after the copies and the remaps (the host
