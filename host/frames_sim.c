@@ -108,6 +108,7 @@ struct gh_frames_s {
   size_t n_ss, cap_ss;
   uint64_t stream_waits;      /* stream_wait calls */
   uint64_t value_waits;       /* stream_wait_value calls */
+  uint32_t fail_map;          /* tests: the fail_map-th map from now fails (0: none) */
 };
 
 static size_t gh_sim_live_all = 0;    /* atomic: frames live over all instances */
@@ -300,6 +301,8 @@ static size_t gh_sim_va_index(const gh_frames_t* f, const uint8_t* va, size_t n)
 
 static int gh_sim_map(gh_frames_t* f, uint8_t* va, const gh_pframe_t* pfs, size_t n) {
   if (!f || !pfs || n == 0) return _gh_error(GH_ERR_INVAL, "sim map: bad arguments");
+  if (f->fail_map && --f->fail_map == 0)  /* as a driver out of memory for page tables: nothing mapped */
+    return _gh_error(GH_ERR_DEVICE_NOMEM, "sim map: %p refused on purpose (_gh_frames_sim_fail_map)", (void*)va);
   size_t total = 0;
   for (size_t i = 0; i < n; i++) {
     size_t s;
@@ -585,6 +588,10 @@ void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_wa
 }
 
 uint64_t _gh_frames_sim_value_waits(gh_frames_t* f) { return f ? f->value_waits : 0; }
+
+void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth) {
+  if (f) f->fail_map = nth;
+}
 
 int _gh_frames_sim_held(gh_frames_t* f, gh_stream_t stream) {
   const gh_sim_sstate_t* st = f ? gh_sim_ss(f, stream) : NULL;

@@ -3018,6 +3018,15 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
   return GH_OK;
 }
 
+int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  pthread_mutex_lock(&tm->mu);
+  GH_P(tm, (_gh_frames_sim_fail_map(tm->fr, nth), GH_OK));
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
 int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   if (!tm->mover_on) return _gh_error(GH_ERR_UNSUPPORTED, "the manager runs no mover");

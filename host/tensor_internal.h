@@ -48,6 +48,10 @@ int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits)
 /* Tests only, simulation: *held = 1 while `stream` waits for the mover's
  * word (a batch whose remaps are not done). */
 int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held);
+/* Tests only, simulation: the nth physical-memory map call from now (the
+ * mover's included) fails as a driver out of page-table memory would;
+ * 0 cancels. */
+int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth);
 /* Tests only: hold the mover (it takes no job; a call that must wait for
  * it then waits until released) or let it go on. GH_ERR_UNSUPPORTED when
  * the manager runs no mover (GPUHEAP_MOVER). */

@@ -1807,6 +1807,78 @@ static void ordered_moves_one(int on, int mover) {
   model_t m = {0};
   drain_and_destroy(tm, &m);
 }
+/* Maps the driver refuses (the simulation fails the nth map on purpose):
+ * a move whose home remap fails puts the old backing back and stops, the
+ * tensor where it was with every byte; a device allocation whose alias map
+ * fails moves through a staging window. A remap refused on the mover
+ * cannot be undone: later allocations and prefetches fail with
+ * GH_ERR_CORRUPT, the mover's word is written all the same (no stream
+ * waits forever), and destroy still gives every frame back. */
+static void failed_maps(void) {
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 0);
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 8) == GH_OK);
+  void *e = NULL, *f = NULL;
+  CHECK(gh_tensor_alloc(tm, 32 * MiB, GH_KIND_ACTIVATIONS, NULL, &e) == GH_OK); /* 2 chunks */
+  pat_fill(e, 0, 32 * MiB, 81);
+  CHECK(gh_tensor_evict(tm, e) == GH_OK && gh_tensor_prefetch(tm, e, NULL) == GH_OK); /* aliases, pooled host memory */
+  CHECK(tier_of(tm, e) == GH_TIER_DEVICE);
+  /* The first map of this eviction is unit 0's home: refused. */
+  gh_tmgr_stats_t s0, s1;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);
+  CHECK(gh_tensor_evict(tm, e) == GH_OK); /* a hint: it moved what it could, here nothing */
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(s1.evictions, s0.evictions);
+  CHECK_EQ_U64(s1.frames[GH_TIER_DEVICE], s0.frames[GH_TIER_DEVICE]);
+  CHECK(tier_of(tm, e) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(pat_check(e, 0, 32 * MiB, 81) == SIZE_MAX);
+  CHECK(gh_tensor_evict(tm, e) == GH_OK && tier_of(tm, e) == GH_TIER_HOST);
+  CHECK(pat_check(e, 0, 32 * MiB, 81) == SIZE_MAX);
+  /* A new device allocation's first move: its alias map refused, staged. */
+  CHECK(gh_tensor_alloc(tm, 16 * MiB, GH_KIND_ACTIVATIONS, NULL, &f) == GH_OK);
+  pat_fill(f, 0, 16 * MiB, 82);
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);
+  CHECK(gh_tensor_evict(tm, f) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(s1.evictions - s0.evictions, 8);
+  CHECK(tier_of(tm, f) == GH_TIER_HOST);
+  CHECK(pat_check(f, 0, 16 * MiB, 82) == SIZE_MAX);
+  CHECK(gh_tensor_prefetch(tm, f, NULL) == GH_OK && tier_of(tm, f) == GH_TIER_DEVICE);
+  CHECK(pat_check(f, 0, 16 * MiB, 82) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_free(tm, e, NULL) == GH_OK && gh_tensor_free(tm, f, NULL) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+
+  /* On the mover. */
+  setenv("GPUHEAP_MOVER", "1", 1);
+  tm = make_tm(8, 32, 0, 0);
+  unsetenv("GPUHEAP_MOVER");
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1s = (gh_stream_t)(uintptr_t)0x1000, s2s = (gh_stream_t)(uintptr_t)0x2000;
+  void *a = NULL, *p = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1s, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_WEIGHTS, s1s, &p) == GH_OK && gh_tensor_pin(tm, p) == GH_OK);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_COLD) == GH_OK);
+  CHECK(_gh_tmgr_mover_hold(tm, 1) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s2s, &b) == GH_OK); /* a's remap queued */
+  CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);                            /* ... and refused */
+  CHECK(_gh_tmgr_mover_hold(tm, 0) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1s) == GH_OK); /* waits for the mover; its word was written */
+  int held = 1;
+  CHECK(_gh_tmgr_sim_held(tm, s1s, &held) == GH_OK && held == 0);
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_WORKSPACE, s2s, &c) == GH_ERR_CORRUPT && c == NULL);
+  CHECK(strstr(gh_last_error_detail(), "mover") != NULL);
+  CHECK(gh_tensor_prefetch(tm, b, s2s) == GH_ERR_CORRUPT);
+  CHECK(_gh_tmgr_check(tm) == GH_ERR_CORRUPT);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+}
+
 static void ordered_moves(void) {
   ordered_moves_one(1, 0);
   ordered_moves_one(0, 0);
@@ -1917,6 +1989,7 @@ int main(int argc, char** argv) {
   device_aliases();
   same_stream_reuse();
   ordered_moves();
+  failed_maps();
   cache_shortest();
   early_flush();
   adapters();
