@@ -2970,9 +2970,16 @@ int gh_heap_maintain(gh_heap_t* heap) {
 }
 
 /* ---------------------------------------------------------------- tests */
-int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, size_t host_frames) {
+/* GH_OK for a manager on the simulation (the hooks below need it). */
+static int gh_tm_sim_only(const gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  return GH_OK;
+}
+
+int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, size_t host_frames) {
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
   gh_tm_lock(tm);
   pthread_mutex_lock(&tm->pmu);
   _gh_frames_sim_configure(tm->fr, lag, device_frames, host_frames);
@@ -2982,8 +2989,8 @@ int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, si
 }
 
 int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
   gh_tm_lock(tm);
   GH_P(tm, (_gh_frames_sim_defer(tm->fr, on), GH_OK));
   pthread_mutex_unlock(&tm->mu);
@@ -2991,8 +2998,8 @@ int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on) {
 }
 
 int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
   pthread_mutex_lock(&tm->mu);
   gh_tm_mover_drain(tm);  /* "the stream's work has run": the mover's word written too */
   const int rc = GH_P(tm, tm->ops->stream_sync(tm->fr, stream));
@@ -3001,8 +3008,8 @@ int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream) {
 }
 
 int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
   pthread_mutex_lock(&tm->mu);
   GH_P(tm, (_gh_frames_sim_counts(tm->fr, deferred, stream_waits), GH_OK));
   pthread_mutex_unlock(&tm->mu);
@@ -3010,8 +3017,9 @@ int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits)
 }
 
 int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
-  if (!tm || !held) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
+  if (!held) return _gh_error(GH_ERR_INVAL, "NULL argument");
   pthread_mutex_lock(&tm->mu);
   *held = GH_P(tm, _gh_frames_sim_held(tm->fr, stream));
   pthread_mutex_unlock(&tm->mu);
@@ -3019,8 +3027,8 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
 }
 
 int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
   pthread_mutex_lock(&tm->mu);
   GH_P(tm, (_gh_frames_sim_fail_map(tm->fr, nth), GH_OK));
   pthread_mutex_unlock(&tm->mu);
@@ -3038,8 +3046,9 @@ int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold) {
 }
 
 int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames) {
-  if (!tm || !frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
+  if (!frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
   gh_tm_lock(tm);
   pthread_mutex_lock(&tm->pmu);
   *frames = _gh_frames_sim_live(tm->fr, tier);
