@@ -8,7 +8,9 @@
  *   replay_trace TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F]
  *                      [--lag L] [--check]
  *
- * --lag: events complete after L queries (default 2); --check: exit 1 when
+ * --chunk: F frames, or "auto" (the chunk follows the tensors, as when the
+ * trace's header says 0); default: the trace's. --lag: events complete
+ * after L queries (default 2); --check: exit 1 when
  * a call's result differs from the recorded one, or when the trace ends
  * with an "# expect" line (tests/cpu/test_trace.c writes one) that the
  * counts do not match. The simulation copies real bytes (memfd-backed
@@ -89,12 +91,14 @@ int main(int argc, char** argv) {
   const char* path = argv[1];
   double dev_mib = 0, host_mib = 0, low = 0;
   unsigned long chunk = 0, lag = 2;
+  int chunk_auto = 0;
   int check = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--device-mib")) dev_mib = atof(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--host-mib")) host_mib = atof(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--low")) low = atof(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--chunk") && !strcmp(argv[i + 1], "auto")) chunk_auto = 1, i++;
     else if (i + 1 < argc && !strcmp(argv[i], "--chunk")) chunk = strtoul(argv[++i], NULL, 10);
     else if (i + 1 < argc && !strcmp(argv[i], "--lag")) lag = strtoul(argv[++i], NULL, 10);
     else usage(argv[0]);
@@ -129,8 +133,8 @@ int main(int argc, char** argv) {
    * the manager's accounting must keep within them. */
   _gh_tmgr_sim_configure(tm, (uint32_t)lag, o.device_budget / GH_SIM_FRAME_BYTES + 4,
                          o.host_budget / GH_SIM_FRAME_BYTES + 4);
-  const size_t ch = chunk ? chunk : (size_t)tchunk;
-  if (ch && ch != GH_TM_CHUNK_DEFAULT && _gh_tmgr_set_chunk(tm, ch) != GH_OK) {
+  const size_t ch = chunk_auto ? 0 : chunk ? chunk : (size_t)tchunk;
+  if (ch && _gh_tmgr_set_chunk(tm, ch) != GH_OK) {
     fprintf(stderr, "replay_trace: chunk %zu: %s\n", ch, gh_last_error_detail());
     return 2;
   }
@@ -239,8 +243,10 @@ int main(int argc, char** argv) {
   gh_tmgr_stats_t s;
   gh_tmgr_stats(tm, &s);
   const char* ops[GH_VMM_OP_COUNT] = {"create", "release", "map", "unmap"};
-  printf("replay_trace: %llu calls, %llu results differ; device budget %zu MiB, host %zu MiB, chunk %zu, lag %lu\n",
-         calls, differ, s.device_budget / MiB, s.host_budget / MiB, ch, lag);
+  printf("replay_trace: %llu calls, %llu results differ; device budget %zu MiB, host %zu MiB, chunk %zu%s "
+         "(%" PRIu64 " changes), lag %lu\n",
+         calls, differ, s.device_budget / MiB, s.host_budget / MiB, s.chunk_frames, ch ? "" : " (auto)",
+         s.chunk_changes, lag);
   printf("moves %" PRIu64 ", frames evicted %" PRIu64 ", restored %" PRIu64 ", bytes moved %" PRIu64
          ", stream waits %" PRIu64 ", quiet waits %" PRIu64 ", host placed %" PRIu64 " B, oom %" PRIu64 "\n",
          s.moves, s.evictions, s.restores, s.bytes_evicted + s.bytes_restored, s.stream_waits, s.quiet_waits,

@@ -232,10 +232,15 @@ struct gh_tmgr_s {
   uint8_t* base;
   size_t frame, n_va;
   size_t heap_vf, stage_vf0, alias_vf0, tensor_vf0;
-  size_t chunk;                 /* frames of a chunk, <= GH_TM_CHUNK_MAX */
-  size_t alias_big_f;           /* alias region: [0, alias_big_f) for chunk-sized host allocations ... */
+  size_t chunk;                 /* frames of a new run's chunks, <= GH_TM_CHUNK_MAX (gh_tm_chunk_learn) */
+  int chunk_fixed;              /* set by GPUHEAP_CHUNK_FRAMES, GPUHEAP_CHUNK_AUTO=0 or _gh_tmgr_set_chunk */
+  uint32_t chunk_tails[GH_TM_CHUNK_AUTO_HI + 1]; /* recent runs that chunks of c frames would leave a tail */
+  uint32_t chunk_runs;          /* runs counted since the last choice */
+  uint64_t chunk_changes;       /* stats: chunk_changes */
+  size_t alias_big_f;           /* alias region: [0, alias_big_f) for host allocations of 2 frames or more ... */
   size_t alias_one_f;           /* ... then alias_one_f single frames */
-  uint8_t* alias_used;          /* per alias frame (big: per block's first frame) */
+  size_t alias_big_hint, alias_one_hint; /* first fit starts: no free alias frame below */
+  uint8_t* alias_used;          /* per alias frame */
   size_t dalias_vf0, dalias_f;  /* device-alias region */
   size_t dalias_hint;           /* no free device-alias frame below it */
   size_t dalias_n;              /* device-alias frames in use */
@@ -352,7 +357,7 @@ static void gh_tm_mover_drain(gh_tmgr_t* tm);
  * the simulated provider (policy work without a GPU: bench/NOTES.md, host
  * side, "Next"). Lines (pointers as the caller saw them, streams as their
  * order of first use, 0 = the first stream seen):
- *   # gpuheap-trace 1 <device_budget> <host_budget> <low_watermark> <chunk frames> <host pool frames>
+ *   # gpuheap-trace 1 <device_budget> <host_budget> <low_watermark> <chunk frames, 0: following the tensors> <host pool frames>
  *   a <ptr> <bytes> <kind> <stream> <rc>     alloc (ptr 0 when it failed)
  *   f <ptr> <stream> <rc>                    free
  *   c <ptr> <advice> <rc>                    advise
@@ -804,26 +809,48 @@ static int gh_tm_bad_ptr(const gh_tmgr_t* tm, const void* p, const char* what) {
 }
 
 /* ---------------------------------------------------------------- host pool
- * Host allocations are of two sizes: a whole chunk ("big", alias in
- * [0, alias_big_f) of the alias region, in blocks of tm->chunk) and a
- * single frame ("one", alias in [alias_big_f, +alias_one_f)). Each region
- * holds as many as the host budget allows, so an alias is always found. */
+ * Host allocations are of a chunk's size ("big": any size from 2 to
+ * GH_TM_CHUNK_MAX, since the chunk follows the tensors, gh_tm_chunk_learn;
+ * alias in [0, alias_big_f) of the alias region, first fit) or a single
+ * frame ("one", alias in [alias_big_f, +alias_one_f)). The big region is
+ * twice the host budget, for first fit's holes, and the other holds the
+ * whole budget, so an alias is always found. */
 static uint8_t* gh_tm_alias_va(const gh_tmgr_t* tm, uint32_t alias) { return gh_tm_va(tm, tm->alias_vf0 + alias); }
 static int gh_tm_pa_big(const gh_tmgr_t* tm, const gh_tm_pa_t* pa) { return pa->alias < tm->alias_big_f; }
 
-/* An alias for a host allocation (big or one); GH_TM_NO_ALIAS when none. */
-static uint32_t gh_tm_alias_get(gh_tmgr_t* tm, int big) {
-  const size_t lo = big ? 0 : tm->alias_big_f;
-  const size_t hi = big ? tm->alias_big_f / tm->chunk * tm->chunk : lo + tm->alias_one_f;
-  const size_t step = big ? tm->chunk : 1;
-  for (size_t a = lo; a + step <= hi; a += step)
-    if (!tm->alias_used[a]) {
-      tm->alias_used[a] = 1;
-      return (uint32_t)a;
-    }
-  return GH_TM_NO_ALIAS;
+/* First fit of n free frames in used[lo, hi), searching from *hint (no
+ * free frame in [lo, *hint), which it moves on); SIZE_MAX when none. */
+static size_t gh_tm_first_fit(const uint8_t* used, size_t hi, size_t n, size_t* hint) {
+  size_t i = *hint;
+  while (i < hi && used[i]) i++;
+  *hint = i;
+  while (i + n <= hi) {
+    size_t j = 0;
+    while (j < n && !used[i + j]) j++;
+    if (j == n) return i;
+    i += j + 1;
+    while (i < hi && used[i]) i++;
+  }
+  return SIZE_MAX;
 }
-static void gh_tm_alias_put(gh_tmgr_t* tm, uint32_t alias) { tm->alias_used[alias] = 0; }
+
+/* An alias for a host allocation of n frames; GH_TM_NO_ALIAS when none. */
+static uint32_t gh_tm_alias_get(gh_tmgr_t* tm, size_t n) {
+  size_t a = SIZE_MAX;
+  if (n == 1) {
+    a = gh_tm_first_fit(tm->alias_used, tm->alias_big_f + tm->alias_one_f, 1, &tm->alias_one_hint);
+  } else if (n <= GH_TM_CHUNK_MAX) {
+    a = gh_tm_first_fit(tm->alias_used, tm->alias_big_f, n, &tm->alias_big_hint);
+  }
+  if (a == SIZE_MAX) return GH_TM_NO_ALIAS;
+  memset(tm->alias_used + a, 1, n);
+  return (uint32_t)a;
+}
+static void gh_tm_alias_put(gh_tmgr_t* tm, uint32_t alias, size_t n) {
+  memset(tm->alias_used + alias, 0, n);
+  size_t* hint = alias < tm->alias_big_f ? &tm->alias_big_hint : &tm->alias_one_hint;
+  if (alias < *hint) *hint = alias;
+}
 
 /* Provider calls for a host allocation of n frames at its (reserved) alias:
  * create and map there / unmap and release. Under pmu, not mu necessarily. */
@@ -842,15 +869,30 @@ static int gh_tm_host_make(gh_tmgr_t* tm, size_t n, uint32_t alias, gh_pframe_t*
 static void gh_tm_host_unmake(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_alias_va(tm, pa->alias), pa->n));
   GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
-  gh_tm_alias_put(tm, pa->alias);
+  gh_tm_alias_put(tm, pa->alias, pa->n);
   tm->host_used -= pa->n;
+}
+
+/* Pool entries the pool thread counts: single frames and allocations of
+ * the current chunk (pool_ones, pool_bigs); others (of an earlier chunk)
+ * are pooled, taken by size and counted by neither. */
+static void gh_tm_pool_count(gh_tmgr_t* tm, size_t n, int delta) {
+  if (n == 1) tm->pool_ones += (size_t)delta;
+  else if (n == tm->chunk) tm->pool_bigs += (size_t)delta;
 }
 
 static void gh_tm_pool_take(gh_tmgr_t* tm, size_t i) {
   const gh_tm_pa_t pa = tm->pool[i];
   tm->pool[i] = tm->pool[--tm->pool_cnt];
   tm->pool_n -= pa.n;
-  if (gh_tm_pa_big(tm, &pa)) tm->pool_bigs--; else tm->pool_ones--;
+  gh_tm_pool_count(tm, pa.n, -1);
+}
+
+/* The pool's newest entry of n frames, or SIZE_MAX. */
+static size_t gh_tm_pool_find(const gh_tmgr_t* tm, size_t n) {
+  for (size_t i = tm->pool_cnt; i-- > 0;)
+    if (tm->pool[i].n == n) return i;
+  return SIZE_MAX;
 }
 
 /* Release the pool's last allocation (the pool is not empty). */
@@ -861,23 +903,19 @@ static void gh_tm_pool_release_last(gh_tmgr_t* tm) {
   gh_tm_host_unmake(tm, &pa);
 }
 
-/* A host allocation of n frames (tm->chunk: a big one; 1: a single frame)
- * for `user` (gh_tm_wait_for): from the pool, else created now within the
- * host budget (giving back pool allocations of the other size if the
- * budget needs it). */
+/* A host allocation of n frames (<= GH_TM_CHUNK_MAX) for `user`
+ * (gh_tm_wait_for): from the pool, else created now within the host budget
+ * (giving back pool allocations of other sizes if the budget needs it). */
 static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user) {
-  const int big = n == tm->chunk;
   int rc = GH_OK;
-  size_t i = tm->pool_cnt;
-  while (i-- > 0)
-    if (gh_tm_pa_big(tm, &tm->pool[i]) == big) break;
+  const size_t i = gh_tm_pool_find(tm, n);
   if (i != SIZE_MAX) {
     *out = tm->pool[i];
     gh_tm_pool_take(tm, i);
     gh_tm_host_ready(tm, user);
   } else {
     while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) gh_tm_pool_release_last(tm);
-    const uint32_t alias = tm->host_used + n <= tm->host_budget_f ? gh_tm_alias_get(tm, big) : GH_TM_NO_ALIAS;
+    const uint32_t alias = tm->host_used + n <= tm->host_budget_f ? gh_tm_alias_get(tm, n) : GH_TM_NO_ALIAS;
     if (alias == GH_TM_NO_ALIAS) {
       rc = _gh_error(GH_ERR_BUDGET, "host budget of %zu frames spent (%zu used, %zu asked)", tm->host_budget_f,
                      tm->host_used, n);
@@ -887,7 +925,7 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_str
         tm->host_used += n;
         out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0;
       } else {
-        gh_tm_alias_put(tm, alias);
+        gh_tm_alias_put(tm, alias, n);
       }
     }
   }
@@ -905,7 +943,7 @@ static void gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   if (tm->pool_cnt < tm->pool_cap) {
     tm->pool[tm->pool_cnt++] = *pa;
     tm->pool_n += pa->n;
-    if (gh_tm_pa_big(tm, pa)) tm->pool_bigs++; else tm->pool_ones++;
+    gh_tm_pool_count(tm, pa->n, +1);
     return;
   }
   gh_tm_host_ready(tm, NULL);
@@ -927,15 +965,16 @@ static void* gh_tm_pool_main(void* arg) {
       else if (tm->pool_bigs < tm->pool_bigs_target && tm->host_used + tm->chunk <= tm->host_budget_f)
         big = 1;
     }
-    const uint32_t alias = big >= 0 ? gh_tm_alias_get(tm, big) : GH_TM_NO_ALIAS;
+    const size_t n = big > 0 ? tm->chunk : 1;
+    const uint32_t alias = big >= 0 ? gh_tm_alias_get(tm, n) : GH_TM_NO_ALIAS;
     if (alias == GH_TM_NO_ALIAS) {
       pthread_cond_wait(&tm->pool_cv, &tm->mu);
       continue;
     }
-    const size_t n = big ? tm->chunk : 1;
-    /* Reserve the budget and the count first. */
+    /* Reserve the budget and the count first (the chunk does not change
+     * while a creation is in flight: gh_tm_chunk_set quiesces the pool). */
     tm->host_used += n, tm->pool_inflight += n;
-    if (big) tm->pool_bigs++; else tm->pool_ones++;
+    gh_tm_pool_count(tm, n, +1);
     pthread_mutex_unlock(&tm->mu);
     gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST, 0};
     const int rc = gh_tm_host_make(tm, n, alias, &pa.pf);
@@ -947,12 +986,12 @@ static void* gh_tm_pool_main(void* arg) {
       pthread_cond_broadcast(&tm->pool_done_cv);
       continue;
     }
-    if (big) tm->pool_bigs--; else tm->pool_ones--;
+    gh_tm_pool_count(tm, n, -1);
     if (rc == GH_OK) {
       gh_tm_host_unmake(tm, &pa);  /* gives back the budget and the alias */
     } else {
       tm->host_used -= n;
-      gh_tm_alias_put(tm, alias);
+      gh_tm_alias_put(tm, alias, n);
     }
     pthread_cond_broadcast(&tm->pool_done_cv);
     if (!tm->pool_stop) pthread_cond_wait(&tm->pool_cv, &tm->mu);  /* failed: wait for a change */
@@ -1007,17 +1046,8 @@ static void gh_tm_dalias_put(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
 
 /* First fit of n free device-alias frames; GH_TM_NO_ALIAS when none. */
 static uint32_t gh_tm_dalias_find(gh_tmgr_t* tm, size_t n) {
-  size_t i = tm->dalias_hint;
-  while (i < tm->dalias_f && tm->dalias_used[i]) i++;
-  tm->dalias_hint = i;
-  while (i + n <= tm->dalias_f) {
-    size_t j = 0;
-    while (j < n && !tm->dalias_used[i + j]) j++;
-    if (j == n) return (uint32_t)i;
-    i += j + 1;
-    while (i < tm->dalias_f && tm->dalias_used[i]) i++;
-  }
-  return GH_TM_NO_ALIAS;
+  const size_t a = gh_tm_first_fit(tm->dalias_used, tm->dalias_f, n, &tm->dalias_hint);
+  return a == SIZE_MAX ? GH_TM_NO_ALIAS : (uint32_t)a;
 }
 
 /* Give device allocation *pa (mapped nowhere else but, maybe, at its home)
@@ -1107,10 +1137,11 @@ static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stre
   return GH_OK;
 }
 
-/* Backing for a unit of k frames (k <= tm->chunk) in one tier, for `user`
- * (gh_tm_wait_for): one device allocation; in host memory one big
- * allocation for a whole chunk, else k single frames. All or nothing;
- * *npas allocations in pas. */
+/* Backing for a unit of k frames (k <= GH_TM_CHUNK_MAX) in one tier, for
+ * `user` (gh_tm_wait_for): one allocation of k frames (host: from the pool
+ * when it holds one of that size, as it does after a restore of a unit of
+ * that size; else created now), else, in host memory, k single frames. All
+ * or nothing; *npas allocations in pas. */
 static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas, const gh_stream_t* user) {
   *npas = 0;
   if (device) {
@@ -1118,7 +1149,7 @@ static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, 
     if (rc == GH_OK) *npas = 1;
     return rc;
   }
-  if (k == tm->chunk && gh_tm_host_get(tm, k, &pas[0], user) == GH_OK) {
+  if (k > 1 && gh_tm_host_get(tm, k, &pas[0], user) == GH_OK) {
     *npas = 1;
     return GH_OK;
   }
@@ -1916,6 +1947,53 @@ placed:
   return GH_OK;
 }
 
+/* ---------------------------------------------------------------- chunks
+ * Chunks that follow the tensors. A run whose length is no multiple of its
+ * chunk ends in a tail: an allocation of another size, which the spares
+ * and the pool seldom hold, so it is created and released, and in host
+ * memory it is single frames, each mapped on its own (bench/NOTES.md, host
+ * side, row 35: with chunks that divide every large tensor of the training
+ * run, a quarter fewer maps and 11 % off the step). The manager counts, for
+ * each chunk c of GH_TM_CHUNK_AUTO_LO .. _HI frames, the recent runs of at
+ * least _LO frames that c would leave a tail; every GH_TM_CHUNK_AUTO_EVERY
+ * such runs it takes the c with the fewest (among equals the closest to
+ * GH_TM_CHUNK_DEFAULT, then the larger) if that leaves at most three
+ * quarters of the current chunk's tails, and halves the counts, so that
+ * older runs weigh less. Runs placed before a change keep their chunks:
+ * the spares and the pool entries of the old size serve them and are
+ * given back when the budgets need their room. */
+static void gh_tm_chunk_set(gh_tmgr_t* tm, size_t c) {
+  gh_tm_pool_quiesce(tm);  /* the pool thread counts its creation by tm->chunk */
+  tm->chunk = c;
+  tm->pool_bigs = 0;
+  for (size_t i = 0; i < tm->pool_cnt; i++) tm->pool_bigs += tm->pool[i].n == c;
+  tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / c;
+  if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
+}
+
+static size_t gh_tm_chunk_dist(size_t c) {
+  return c > GH_TM_CHUNK_DEFAULT ? c - GH_TM_CHUNK_DEFAULT : GH_TM_CHUNK_DEFAULT - c;
+}
+
+static void gh_tm_chunk_learn(gh_tmgr_t* tm, size_t n) {
+  if (tm->chunk_fixed || n < GH_TM_CHUNK_AUTO_LO) return;
+  uint32_t* tails = tm->chunk_tails;
+  for (size_t c = GH_TM_CHUNK_AUTO_LO; c <= GH_TM_CHUNK_AUTO_HI; c++) tails[c] += n % c != 0;
+  if (++tm->chunk_runs < GH_TM_CHUNK_AUTO_EVERY) return;
+  tm->chunk_runs = 0;
+  size_t best = tm->chunk;
+  for (size_t c = GH_TM_CHUNK_AUTO_LO; c <= GH_TM_CHUNK_AUTO_HI; c++)
+    if (tails[c] < tails[best] ||
+        (tails[c] == tails[best] && (gh_tm_chunk_dist(c) < gh_tm_chunk_dist(best) ||
+                                     (gh_tm_chunk_dist(c) == gh_tm_chunk_dist(best) && c > best))))
+      best = c;
+  if (best != tm->chunk && 4 * (uint64_t)tails[best] <= 3 * (uint64_t)tails[tm->chunk]) {
+    gh_tm_chunk_set(tm, best);
+    tm->chunk_changes++;
+  }
+  for (size_t c = GH_TM_CHUNK_AUTO_LO; c <= GH_TM_CHUNK_AUTO_HI; c++) tails[c] /= 2;
+}
+
 /* Give back a pending tensor's bytes. A slab left empty stays mapped in
  * the cache (up to GH_TM_SLAB_KEEP per kind, device only), else goes; a
  * run's device chunks become cached runs, its host chunks go back to the
@@ -2155,10 +2233,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (o.host_budget == 0) o.host_budget = o.device_budget / 2 > ((size_t)1 << 30) ? o.device_budget / 2 : (size_t)1 << 30;
   if (o.device_budget < frame) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: device budget below one frame");
   const size_t heap_vf = (o.heap_max_bytes + frame - 1) / frame;
-  /* Host aliases: room for the host budget in chunk-sized allocations and
-   * again in single frames, so that an alias is always found. */
+  /* Host aliases: room for twice the host budget in allocations of 2
+   * frames or more (first fit's holes: they come in sizes up to
+   * GH_TM_CHUNK_MAX) and for the budget in single frames. */
   const size_t host_f = o.host_budget / frame;
-  const size_t alias_big_f = (host_f + GH_TM_CHUNK_MAX - 1) / GH_TM_CHUNK_MAX * GH_TM_CHUNK_MAX;
+  const size_t alias_big_f = 2 * host_f + GH_TM_CHUNK_MAX;
   /* Device aliases: twice the budget, for first fit's holes (the spares
    * give theirs back when a fit is not found; a move stages without one). */
   const size_t dalias_f = 2 * (o.device_budget / frame) + GH_TM_CHUNK_MAX;
@@ -2222,6 +2301,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   tm->alias_vf0 = heap_vf + GH_TM_STAGE;
   tm->alias_big_f = alias_big_f;
   tm->alias_one_f = host_f;
+  tm->alias_one_hint = alias_big_f;
   tm->dalias_vf0 = tm->alias_vf0 + alias_big_f + host_f;
   tm->dalias_f = dalias_f;
   tm->tensor_vf0 = tm->dalias_vf0 + dalias_f;
@@ -2231,7 +2311,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * comparisons (bench/NOTES.md, host side, row 20). */
     const char* c = getenv("GPUHEAP_CHUNK_FRAMES");
     const long n = c ? strtol(c, NULL, 10) : 0;
-    if (n >= 2 && n <= (long)GH_TM_CHUNK_MAX) tm->chunk = (size_t)n;
+    if (n >= 2 && n <= (long)GH_TM_CHUNK_MAX) tm->chunk = (size_t)n, tm->chunk_fixed = 1;
+    /* GPUHEAP_CHUNK_AUTO=0: the chunk stays GH_TM_CHUNK_DEFAULT instead of
+     * following the tensors' sizes (gh_tm_chunk_learn), for comparisons
+     * (bench/NOTES.md, host side, row 36). */
+    const char* ca = getenv("GPUHEAP_CHUNK_AUTO");
+    if (ca && *ca == '0') tm->chunk_fixed = 1;
   }
   tm->free_hint = tm->hand = tm->tensor_vf0;
   tm->dev_budget_f = o.device_budget / tm->frame;
@@ -2259,7 +2344,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
         fprintf(stderr, "gpuheap: GPUHEAP_TRACE: cannot open %s; no trace\n", path);
       else
         fprintf(tm->trace, "# gpuheap-trace 1 %zu %zu %.6f %zu %zu\n", tm->dev_budget_f * tm->frame,
-                tm->host_budget_f * tm->frame, o.low_watermark, tm->chunk, tm->pool_target);
+                tm->host_budget_f * tm->frame, o.low_watermark, tm->chunk_fixed ? tm->chunk : 0, tm->pool_target);
     }
   }
   tm->vf = calloc(tm->n_va, sizeof *tm->vf);
@@ -2448,6 +2533,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
        * creating new memory, and the cache growing by ~0.9 GB a step in a
        * training run with an ample budget (bench/NOTES.md, host side,
        * rows 21-22). */
+      if (t->span >= GH_TM_SMALL_MAX) gh_tm_chunk_learn(tm, (t->span + tm->frame - 1) / tm->frame);
       if (tm->same_stream_reuse && gh_tm_reuse(tm, t, stream)) {
         rc = GH_OK;
       } else {
@@ -2785,6 +2871,8 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   for (int k = 0; k < GH_VMM_OP_COUNT; k++) s->vmm_calls[k] = tm->vmm_calls[k], s->vmm_ns[k] = tm->vmm_ns[k];
   s->vmm_move_ns = tm->vmm_move_ns;
   s->ordered_moves = tm->ordered_moves;
+  s->chunk_frames = tm->chunk;
+  s->chunk_changes = tm->chunk_changes;
   pthread_mutex_unlock(&tm->pmu);
 }
 
@@ -3096,9 +3184,8 @@ int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
     while (tm->pool_cnt) gh_tm_pool_release_last(tm);
     gh_tm_cache_release(tm, SIZE_MAX);
     while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
-    tm->chunk = frames;
-    tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / tm->chunk;
-    if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
+    gh_tm_chunk_set(tm, frames);
+    tm->chunk_fixed = 1;
   }
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -3150,7 +3237,7 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
     const gh_tm_pa_t* pa = &tm->pool[i];
     pool_frames += pa->n;
     if (pa->tier != GH_TIER_HOST || pa->alias == GH_TM_NO_ALIAS || !tm->alias_used[pa->alias] ||
-        pa->n != (gh_tm_pa_big(tm, pa) ? tm->chunk : 1))
+        (gh_tm_pa_big(tm, pa) ? pa->n < 2 || pa->alias + pa->n > tm->alias_big_f : pa->n != 1))
       rc = _gh_error(GH_ERR_CORRUPT, "pool entry %zu: tier %u, %u frames, alias %u", i, pa->tier, pa->n, pa->alias);
   }
   for (size_t a = 0; a < tm->alias_big_f + tm->alias_one_f; a++) aliases += tm->alias_used[a];
@@ -3220,15 +3307,10 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (rc == GH_OK && (tm->dev_used > tm->dev_budget_f || tm->host_used > tm->host_budget_f))
     rc = _gh_error(GH_ERR_CORRUPT, "over budget: device %zu/%zu host %zu/%zu", tm->dev_used, tm->dev_budget_f,
                    tm->host_used, tm->host_budget_f);
-  /* Every host allocation holds one alias: those mapped in the range (at a
-   * vframe with poff 0), in the pool, and in creation by the pool thread. */
-  if (rc == GH_OK) {
-    size_t held = tm->pool_cnt;
-    for (size_t v = 0; v < tm->n_va; v++) held += tm->vf[v].tier == GH_TIER_HOST && tm->vf[v].poff == 0;
-    const size_t creating = tm->pool_inflight ? 1 : 0;  /* the pool thread creates one at a time */
-    if (aliases != held + creating)
-      rc = _gh_error(GH_ERR_CORRUPT, "aliases: %zu in use, %zu host allocations held", aliases, held + creating);
-  }
+  /* Every host allocation holds an alias of its size: those mapped in the
+   * range, in the pool, and in creation by the pool thread (host_used). */
+  if (rc == GH_OK && aliases != tm->host_used)
+    rc = _gh_error(GH_ERR_CORRUPT, "aliases: %zu frames in use, %zu host frames held", aliases, tm->host_used);
   /* The cold list: the live cold tensors, in the order of their marks. */
   size_t ncold = 0, nlc = 0;
   uint64_t last = 0;

@@ -234,6 +234,10 @@ typedef struct gh_tmgr_stats_s {
   uint64_t ordered_moves;    /* moves (of those counted in moves) that did not wait for their copies:
                                 their tensors' streams were made to wait instead (see gh_tensor_alloc
                                 and gh_tensor_prefetch) */
+  size_t chunk_frames;       /* frames of the chunks of new large tensors (the part of a tensor backed
+                                by one physical allocation and moved as one): it follows the sizes of
+                                recent large tensors, so that they split into whole chunks */
+  uint64_t chunk_changes;    /* times chunk_frames changed */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met

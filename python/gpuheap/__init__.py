@@ -360,7 +360,8 @@ def stats_to_dict(s):
     for f in ("pinned_tensors", "pending_frees", "host_pool_frames", "evictions", "restores",
               "bytes_evicted", "bytes_restored", "oom_events", "heap_grows", "heap_shrinks", "cached_frames",
               "peak_tensor_bytes", "moves", "move_ns", "stream_waits", "stream_wait_ns", "host_placed_bytes",
-              "quiet_waits", "vmm_move_ns", "spare_frames", "ordered_moves"):
+              "quiet_waits", "vmm_move_ns", "spare_frames", "ordered_moves",
+              "chunk_frames", "chunk_changes"):
         d[f] = getattr(s, f)
     return d
 

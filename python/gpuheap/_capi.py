@@ -100,6 +100,8 @@ class TmgrStats(ctypes.Structure):
         ("vmm_move_ns", c_uint64),
         ("spare_frames", c_size_t),
         ("ordered_moves", c_uint64),
+        ("chunk_frames", c_size_t),
+        ("chunk_changes", c_uint64),
     ]
 
 

@@ -159,7 +159,9 @@ def torch_style_stats(st):
     host_pool_frames, heap_grows, heap_shrinks, cached_frames, spare_frames,
     and where the manager's time went: moves (batches moved between tiers),
     move_ns, stream_waits, stream_wait_ns, vmm_move_ns (physical-memory calls
-    inside moves), ordered_moves (moves that left their copies running);
+    inside moves), ordered_moves (moves that left their copies running),
+    chunk_frames and chunk_changes (the frames moved as one, and how often
+    that size followed the tensors' sizes);
     host_placed_bytes (new tensors placed in host memory for
     want of device room).
 
@@ -193,7 +195,7 @@ def torch_style_stats(st):
               "host_pool_frames", "heap_grows", "heap_shrinks"):
         out["gpuheap." + c] = st[c]
     for c in ("cached_frames", "spare_frames", "moves", "move_ns", "stream_waits", "stream_wait_ns",
-              "host_placed_bytes", "vmm_move_ns", "ordered_moves"):
+              "host_placed_bytes", "vmm_move_ns", "ordered_moves", "chunk_frames", "chunk_changes"):
         out["gpuheap." + c] = st[c]
     return collections.OrderedDict(sorted(out.items()))
 

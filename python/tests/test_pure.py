@@ -172,6 +172,7 @@ def fake_stats(**over):
     for k in range(_capi.VMM_OP_COUNT):
         s.vmm_calls[k], s.vmm_ns[k] = 10 + k, 1000 * (k + 1)
     s.vmm_move_ns, s.spare_frames, s.ordered_moves = 1500, 4, 7
+    s.chunk_frames, s.chunk_changes = 18, 1
     for k, v in over.items():
         setattr(s, k, v)
     return s
@@ -428,6 +429,7 @@ class TestStats(unittest.TestCase):
         self.assertEqual(d["vmm_calls"], {"create": 10, "release": 11, "map": 12, "unmap": 13})
         self.assertEqual(d["vmm_ns"], {"create": 1000, "release": 2000, "map": 3000, "unmap": 4000})
         self.assertEqual((d["vmm_move_ns"], d["spare_frames"], d["ordered_moves"]), (1500, 4, 7))
+        self.assertEqual((d["chunk_frames"], d["chunk_changes"]), (18, 1))
         for k in ("moves", "move_ns", "stream_waits", "stream_wait_ns", "cached_frames", "peak_tensor_bytes",
                   "host_placed_bytes"):
             self.assertIn(k, d)
@@ -448,6 +450,7 @@ class TestStats(unittest.TestCase):
         self.assertEqual(peaked["gpuheap.stream_waits"], 0)
         self.assertEqual((m["gpuheap.spare_frames"], m["gpuheap.vmm_move_ns"], m["gpuheap.ordered_moves"]),
                          (4, 1500, 7))
+        self.assertEqual((m["gpuheap.chunk_frames"], m["gpuheap.chunk_changes"]), (18, 1))
         self.assertEqual(m["num_ooms"], 1)
         self.assertEqual(m["gpuheap.device_bytes"], 8 * 2 * MiB)
         self.assertEqual(m["gpuheap.host_bytes"], 3 * 2 * MiB)

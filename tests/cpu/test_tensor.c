@@ -1966,6 +1966,70 @@ static void host_placed(void) {
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
 
+/* The chunk follows the tensors (gh_tm_chunk_learn): after
+ * GH_TM_CHUNK_AUTO_EVERY tensors of 18 frames, which chunks of 16 split
+ * with a tail of 2, the chunk is 18 (the one size of 12-24 frames that
+ * divides them). A tensor placed before the change keeps its chunks of 16
+ * and one placed after has one allocation of 18; both evict and restore
+ * with every byte, and the restore of the new one gives its host
+ * allocation of 18 frames back to the pool, so that its next eviction
+ * creates no host memory. With GPUHEAP_CHUNK_AUTO=0, or a chunk fixed by
+ * _gh_tmgr_set_chunk, the chunk does not change. */
+static void chunk_follows_one(int mode) { /* 0: auto, 1: GPUHEAP_CHUNK_AUTO=0, 2: set_chunk(16) */
+  if (mode == 1) setenv("GPUHEAP_CHUNK_AUTO", "0", 1);
+  gh_tmgr_t* tm = make_tm(128, 512, 0, 0);
+  unsetenv("GPUHEAP_CHUNK_AUTO");
+  if (!tm) return;
+  if (mode == 2) CHECK(_gh_tmgr_set_chunk(tm, GH_TM_CHUNK_DEFAULT) == GH_OK);
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.chunk_frames, GH_TM_CHUNK_DEFAULT);
+  const size_t fb = st.frame_bytes, bytes = 18 * fb;
+  void* early = NULL;
+  CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &early) == GH_OK);
+  for (unsigned i = 1; i < GH_TM_CHUNK_AUTO_EVERY; i++) {
+    void* p = NULL;
+    CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &p) == GH_OK);
+    CHECK(gh_tensor_free(tm, p, NULL) == GH_OK);
+    CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+    CHECK_EQ_U64(st.chunk_frames, i + 1 < GH_TM_CHUNK_AUTO_EVERY || mode ? GH_TM_CHUNK_DEFAULT : 18);
+  }
+  CHECK_EQ_U64(st.chunk_changes, mode ? 0 : 1);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  settle(tm);
+  void* late = NULL;
+  CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &late) == GH_OK);
+  memset(early, 0x3c, bytes);
+  memset(late, 0xc3, bytes);
+  size_t host0 = 0, host1 = 0;
+  for (int round = 0; round < 2; round++) {
+    CHECK(gh_tensor_evict(tm, early) == GH_OK && gh_tensor_evict(tm, late) == GH_OK);
+    CHECK(tier_of(tm, early) == GH_TIER_HOST && tier_of(tm, late) == GH_TIER_HOST);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(_gh_tmgr_sim_live(tm, GH_TIER_HOST, round ? &host1 : &host0) == GH_OK);
+    CHECK(gh_tensor_prefetch(tm, early, NULL) == GH_OK && gh_tensor_prefetch(tm, late, NULL) == GH_OK);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+  }
+  CHECK_EQ_U64(host1, host0); /* the second round took its host memory from the pool */
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  /* 18 frames as 16 + 2 host frames, as single frames when no allocation of 2 is pooled (first round)
+   * or as one allocation of 18 frames (after the change) */
+  CHECK(st.host_pool_frames >= 36);
+  for (size_t i = 0; i < bytes; i += 4093)
+    if (((const uint8_t*)early)[i] != 0x3c || ((const uint8_t*)late)[i] != 0xc3) {
+      CHECK_MSG(0, "byte %zu changed", i);
+      break;
+    }
+  CHECK(gh_tensor_free(tm, early, NULL) == GH_OK && gh_tensor_free(tm, late, NULL) == GH_OK);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+static void chunk_follows(void) {
+  chunk_follows_one(0);
+  chunk_follows_one(1);
+  chunk_follows_one(2);
+}
+
 int main(int argc, char** argv) {
   const double scale = gh_test_scale();
   size_t ops = (size_t)(1500 * scale);
@@ -1986,6 +2050,7 @@ int main(int argc, char** argv) {
   quiet();
   victims_fit_host();
   spares();
+  chunk_follows();
   device_aliases();
   same_stream_reuse();
   ordered_moves();
