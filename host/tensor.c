@@ -235,7 +235,7 @@ struct gh_tmgr_s {
   size_t chunk;                 /* frames of a new run's chunks, <= GH_TM_CHUNK_MAX (gh_tm_chunk_learn) */
   int chunk_fixed;              /* set by GPUHEAP_CHUNK_FRAMES, GPUHEAP_CHUNK_AUTO=0 or _gh_tmgr_set_chunk */
   uint32_t chunk_tails[GH_TM_CHUNK_AUTO_HI + 1]; /* recent runs that chunks of c frames would leave a tail */
-  uint32_t chunk_runs;          /* runs counted since the last choice */
+  uint32_t chunk_runs;          /* runs counted (gh_tm_chunk_learn) */
   uint64_t chunk_changes;       /* stats: chunk_changes */
   size_t alias_big_f;           /* alias region: [0, alias_big_f) for host allocations of 2 frames or more ... */
   size_t alias_one_f;           /* ... then alias_one_f single frames */
@@ -1956,12 +1956,19 @@ placed:
  * run, a quarter fewer maps and 11 % off the step). The manager counts, for
  * each chunk c of GH_TM_CHUNK_AUTO_LO .. _HI frames, the recent runs of at
  * least _LO frames that c would leave a tail; every GH_TM_CHUNK_AUTO_EVERY
- * such runs it takes the c with the fewest (among equals the closest to
- * GH_TM_CHUNK_DEFAULT, then the larger) if that leaves at most three
- * quarters of the current chunk's tails, and halves the counts, so that
- * older runs weigh less. Runs placed before a change keep their chunks:
- * the spares and the pool entries of the old size serve them and are
- * given back when the budgets need their room. */
+ * such runs (early in a program's first step: the sooner the chunk is
+ * right, the fewer runs of the old one it made) it takes the c with the
+ * fewest (among equals the closest to GH_TM_CHUNK_DEFAULT, then the
+ * larger) if that leaves at most three quarters of the current chunk's
+ * tails; every GH_TM_CHUNK_AUTO_DECAY runs it halves the counts, so that
+ * older runs weigh less but a choice rests on many runs (a step's stages
+ * may each prefer another size). Live runs keep their chunks (the pool entries of
+ * their size serve them), but a freed run of another chunk (of at least
+ * _LO frames) is neither cached nor handed to the next allocation on its
+ * stream (gh_tm_chunk_stale): the same sizes are asked for every step, so
+ * cached runs would keep the old chunk alive for steps, and the pool
+ * thread create host memory of the new size at every step in between,
+ * ~30 ms each with the provider held (bench/NOTES.md, host side, row 36). */
 static void gh_tm_chunk_set(gh_tmgr_t* tm, size_t c) {
   gh_tm_pool_quiesce(tm);  /* the pool thread counts its creation by tm->chunk */
   tm->chunk = c;
@@ -1969,6 +1976,11 @@ static void gh_tm_chunk_set(gh_tmgr_t* tm, size_t c) {
   for (size_t i = 0; i < tm->pool_cnt; i++) tm->pool_bigs += tm->pool[i].n == c;
   tm->pool_bigs_target = (tm->pool_target - tm->pool_ones_target) / c;
   if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
+}
+
+/* A run whose chunks the manager no longer makes. */
+static int gh_tm_chunk_stale(const gh_tmgr_t* tm, const gh_tensor_t* t) {
+  return !tm->chunk_fixed && t->chunk != tm->chunk && t->nvf >= GH_TM_CHUNK_AUTO_LO;
 }
 
 static size_t gh_tm_chunk_dist(size_t c) {
@@ -1979,8 +1991,7 @@ static void gh_tm_chunk_learn(gh_tmgr_t* tm, size_t n) {
   if (tm->chunk_fixed || n < GH_TM_CHUNK_AUTO_LO) return;
   uint32_t* tails = tm->chunk_tails;
   for (size_t c = GH_TM_CHUNK_AUTO_LO; c <= GH_TM_CHUNK_AUTO_HI; c++) tails[c] += n % c != 0;
-  if (++tm->chunk_runs < GH_TM_CHUNK_AUTO_EVERY) return;
-  tm->chunk_runs = 0;
+  if (++tm->chunk_runs % GH_TM_CHUNK_AUTO_EVERY) return;
   size_t best = tm->chunk;
   for (size_t c = GH_TM_CHUNK_AUTO_LO; c <= GH_TM_CHUNK_AUTO_HI; c++)
     if (tails[c] < tails[best] ||
@@ -1991,7 +2002,8 @@ static void gh_tm_chunk_learn(gh_tmgr_t* tm, size_t n) {
     gh_tm_chunk_set(tm, best);
     tm->chunk_changes++;
   }
-  for (size_t c = GH_TM_CHUNK_AUTO_LO; c <= GH_TM_CHUNK_AUTO_HI; c++) tails[c] /= 2;
+  if (tm->chunk_runs % GH_TM_CHUNK_AUTO_DECAY == 0)
+    for (size_t c = GH_TM_CHUNK_AUTO_LO; c <= GH_TM_CHUNK_AUTO_HI; c++) tails[c] /= 2;
 }
 
 /* Give back a pending tensor's bytes. A slab left empty stays mapped in
@@ -2025,7 +2037,8 @@ static void gh_tm_reclaim_tensor(gh_tmgr_t* tm, gh_tensor_t* t) {
       const size_t k = v == end ? 0 : (end - v < t->chunk ? end - v : t->chunk);
       const int dev = v < end && tm->vf[v].tier == GH_TIER_DEVICE;
       if (!dev && run != SIZE_MAX) {
-        if (gh_tm_cache_add(tm, run, v - run, t->chunk) != GH_OK) gh_tm_vframes_drop(tm, run, v - run);
+        if (gh_tm_chunk_stale(tm, t) || gh_tm_cache_add(tm, run, v - run, t->chunk) != GH_OK)
+          gh_tm_vframes_drop(tm, run, v - run);
         run = SIZE_MAX;
       }
       if (v == end) break;
@@ -2161,7 +2174,9 @@ static int gh_tm_reuse(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t s) {
   gh_tensor_t* o = NULL;
   gh_tensor_t* c = tm->pend_tail;
   for (size_t k = 0; c && !o && k < GH_TM_REUSE_SCAN; c = c->prev, k++) {
-    if (c->free_stream != s || tm->vf[c->vf0].role != GH_VF_RUN || c->nvf < n || c->nvf - n > n / 4) continue;
+    if (c->free_stream != s || tm->vf[c->vf0].role != GH_VF_RUN || c->nvf < n || c->nvf - n > n / 4 ||
+        gh_tm_chunk_stale(tm, c))
+      continue;
     size_t v = c->vf0;
     while (v < c->vf0 + c->nvf && tm->vf[v].tier == GH_TIER_DEVICE) v++;
     if (v == c->vf0 + c->nvf) o = c;

@@ -33,10 +33,12 @@ extern "C" {
 #define GH_TM_CHUNK_MAX ((size_t)32)
 #define GH_TM_CHUNK_DEFAULT ((size_t)16)
 /* The chunk follows the tensors' sizes within [_LO, _HI] frames, chosen
- * every _EVERY runs of at least _LO frames (tensor.c, gh_tm_chunk_learn). */
+ * every _EVERY runs of at least _LO frames, the counts halved every _DECAY
+ * (tensor.c, gh_tm_chunk_learn). */
 #define GH_TM_CHUNK_AUTO_LO ((size_t)12)
 #define GH_TM_CHUNK_AUTO_HI ((size_t)24)
-#define GH_TM_CHUNK_AUTO_EVERY 64u
+#define GH_TM_CHUNK_AUTO_EVERY 16u
+#define GH_TM_CHUNK_AUTO_DECAY 256u
 
 /* Tests only, on a manager whose provider is the simulation: set its
  * event lag and tier capacities (_gh_frames_sim_configure, taken under the

@@ -196,6 +196,7 @@ def child(a):
     dev_max = 0
     snap_taken = False
     snap_s = 0.0
+    t_step = time.perf_counter()
     for step in range(a.steps):
         if time.monotonic() - t_start > a.time_limit:
             log(f"gpu_train[{cfg}]: time limit reached after {step} steps")
@@ -258,7 +259,9 @@ def child(a):
             s = m.stats()
             extra = (f" dev {s['frames']['device']} host {s['frames']['host']} frames, "
                      f"evictions {s['evictions']} restores {s['restores']}")
-        log(f"gpu_train[{cfg}] step {step} loss {v:.6f} ({v.hex()}){extra}")
+        t_now = time.perf_counter()
+        log(f"gpu_train[{cfg}] step {step} loss {v:.6f} ({v.hex()}) {(t_now - t_step) * 1e3:.1f} ms{extra}")
+        t_step = t_now
     torch.cuda.synchronize()
     timed = result["steps_done"] - a.warmup
     if a.profile and t0 is not None:

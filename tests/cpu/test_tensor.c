@@ -1973,8 +1973,10 @@ static void host_placed(void) {
  * and one placed after has one allocation of 18; both evict and restore
  * with every byte, and the restore of the new one gives its host
  * allocation of 18 frames back to the pool, so that its next eviction
- * creates no host memory. With GPUHEAP_CHUNK_AUTO=0, or a chunk fixed by
- * _gh_tmgr_set_chunk, the chunk does not change. */
+ * creates no host memory. Freed, a run of the old chunk is neither handed
+ * to the next allocation on its stream nor cached. With
+ * GPUHEAP_CHUNK_AUTO=0, or a chunk fixed by _gh_tmgr_set_chunk, the chunk
+ * does not change and such runs are reused. */
 static void chunk_follows_one(int mode) { /* 0: auto, 1: GPUHEAP_CHUNK_AUTO=0, 2: set_chunk(16) */
   if (mode == 1) setenv("GPUHEAP_CHUNK_AUTO", "0", 1);
   gh_tmgr_t* tm = make_tm(128, 512, 0, 0);
@@ -1985,9 +1987,10 @@ static void chunk_follows_one(int mode) { /* 0: auto, 1: GPUHEAP_CHUNK_AUTO=0, 2
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
   CHECK_EQ_U64(st.chunk_frames, GH_TM_CHUNK_DEFAULT);
   const size_t fb = st.frame_bytes, bytes = 18 * fb;
-  void* early = NULL;
+  void *early = NULL, *early2 = NULL;
   CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &early) == GH_OK);
-  for (unsigned i = 1; i < GH_TM_CHUNK_AUTO_EVERY; i++) {
+  CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &early2) == GH_OK);
+  for (unsigned i = 2; i < GH_TM_CHUNK_AUTO_EVERY; i++) {
     void* p = NULL;
     CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &p) == GH_OK);
     CHECK(gh_tensor_free(tm, p, NULL) == GH_OK);
@@ -1996,6 +1999,17 @@ static void chunk_follows_one(int mode) { /* 0: auto, 1: GPUHEAP_CHUNK_AUTO=0, 2
   }
   CHECK_EQ_U64(st.chunk_changes, mode ? 0 : 1);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
+  settle(tm);
+  /* Freed on a stream, a run is handed to the next allocation there of its
+   * size (gh_tm_reuse): not one of the old chunk. */
+  void *again = NULL, *again2 = NULL;
+  CHECK(gh_tensor_free(tm, early2, NULL) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &again) == GH_OK);
+  CHECK((again == early2) == (mode != 0));
+  CHECK(gh_tensor_free(tm, again, NULL) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &again2) == GH_OK);
+  CHECK(again2 == again); /* a run of the current chunk is */
+  CHECK(gh_tensor_free(tm, again2, NULL) == GH_OK);
   settle(tm);
   void* late = NULL;
   CHECK(gh_tensor_alloc(tm, bytes, GH_KIND_ACTIVATIONS, NULL, &late) == GH_OK);
@@ -2020,7 +2034,15 @@ static void chunk_follows_one(int mode) { /* 0: auto, 1: GPUHEAP_CHUNK_AUTO=0, 2
       CHECK_MSG(0, "byte %zu changed", i);
       break;
     }
-  CHECK(gh_tensor_free(tm, early, NULL) == GH_OK && gh_tensor_free(tm, late, NULL) == GH_OK);
+  /* Reclaimed, a run of the old chunk is not cached (its allocations go to
+   * the spares). */
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  const size_t cached0 = st.cached_frames;
+  CHECK(gh_tensor_free(tm, early, NULL) == GH_OK);
+  settle(tm);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.cached_frames, cached0 + (mode ? 18 : 0));
+  CHECK(gh_tensor_free(tm, late, NULL) == GH_OK);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
