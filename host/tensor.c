@@ -11,10 +11,10 @@
  * (gh_vframe_t: role, tier, the physical allocation mapped there and the
  * vframe's place in it, tensor counts); a *slab* is a vframe shared by small
  * tensors of one kind (a bitmap of 256-byte granules, first fit); a *run* is
- * the vframes of one large tensor; a *chunk* is up to tm->chunk (8 by default) vframes
+ * the vframes of one large tensor; a *chunk* is up to tm->chunk (see gh_tm_chunk_learn) vframes
  * of a run, counted from the run's start, backed together and moved
  * together: one device allocation of its size, or in host memory one host
- * allocation of a whole chunk or single host frames (the tail of a run). A
+ * allocation of its size (single host frames when none can be had). A
  * *pa* is one physical allocation (frames.h) with its tier and, for host
  * memory, its *alias*: every host allocation stays mapped, from creation to
  * release, at a frame of the host-alias region, so an eviction copies
