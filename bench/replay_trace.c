@@ -175,8 +175,9 @@ int main(int argc, char** argv) {
         got = gh_tensor_advise(tm, ptr_of(p), (gh_advice_t)a1);
         break;
       case 'p':
+      case 'h':
         if (sscanf(line + 1, "%llx %llu %d", &p, &a1, &want) != 3) goto bad;
-        got = gh_tensor_prefetch(tm, ptr_of(p), stream_of(a1));
+        got = (line[0] == 'p' ? gh_tensor_prefetch : gh_tensor_prefetch_ahead)(tm, ptr_of(p), stream_of(a1));
         break;
       case 'n': {
         int off = 0;

@@ -173,6 +173,7 @@ struct gh_tensor_s {
   uint8_t unsettled;  /* freed, its frames' counts not updated yet: GH_TM_UNSETTLED | _WARM | _PINNED */
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
   gh_fevent_t quiet_ev[GH_TM_TENSOR_STREAMS]; /* recorded on its streams at the advice */
+  gh_fevent_t ahead_ev;            /* prefetched ahead: after its copies; its users wait at the next use (gh_tm_ahead_join) */
   gh_tm_fbatch_t* batch;           /* pending: its free's event; NULL until the next flush */
   gh_stream_t free_stream;
   gh_tensor_t* hnext;               /* hash chain (live tensors only) */
@@ -288,6 +289,8 @@ struct gh_tmgr_s {
    * memory given back by an ordered restore waits for before any use but
    * the copy stream's. */
   int ordered, ordered_off;          /* GPUHEAP_ORDERED_MOVES=0: off */
+  gh_tensor_t* ahead;                /* gh_tensor_prefetch_ahead's tensor: its streams do not wait for the move */
+  int ahead_moved;                   /* ... and an ordered batch moved some of its frames */
   gh_fevent_t ordered_ev;
   uint64_t ordered_moves;            /* stats: ordered_moves */
   /* The mover: a thread that remaps the homes of ordered moves (see
@@ -362,6 +365,7 @@ static void gh_tm_mover_drain(gh_tmgr_t* tm);
  *   f <ptr> <stream> <rc>                    free
  *   c <ptr> <advice> <rc>                    advise
  *   p <ptr> <stream> <rc>                    prefetch
+ *   h <ptr> <stream> <rc>                    prefetch_ahead
  *   n <stream> <rc> <count> <ptr>...         prefetch_many
  *   e <ptr> <rc>                             evict
  *   P <ptr> <rc> / U <ptr> <rc>              pin / unpin
@@ -599,6 +603,26 @@ static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream)
       gh_tm_mover_drain(tm);
   }
   gh_tm_tensor_add_stream(t, stream);
+}
+
+/* The work that t's streams (and `stream`, when not NULL) queue from now
+ * on waits for event e (the host, when there is no stream to wait). */
+static void gh_tm_tensor_wait(gh_tmgr_t* tm, const gh_tensor_t* t, const gh_stream_t* stream, gh_fevent_t e) {
+  const gh_stream_t* s = t->many_streams ? tm->streams : t->streams;
+  const size_t n = t->many_streams ? tm->n_streams : t->nstreams;
+  if (stream) gh_tm_wait_for(tm, e, stream);
+  for (size_t i = 0; i < n; i++)
+    if (!stream || s[i] != *stream) gh_tm_wait_for(tm, e, &s[i]);
+  if (!stream && n == 0) gh_tm_wait_for(tm, e, NULL);
+}
+
+/* Tensor t, prefetched ahead (gh_tensor_prefetch_ahead), is used from now
+ * on: its streams wait for its copies. */
+static void gh_tm_ahead_join(gh_tmgr_t* tm, gh_tensor_t* t, const gh_stream_t* stream) {
+  if (!t->ahead_ev) return;
+  if (GH_P(tm, tm->ops->event_query(tm->fr, t->ahead_ev)) != GH_OK) gh_tm_tensor_wait(tm, t, stream, t->ahead_ev);
+  GH_P(tm, tm->ops->event_destroy(tm->fr, t->ahead_ev));
+  t->ahead_ev = 0;
 }
 
 /* Pooled host memory goes to `user`: after the latest ordered batch. */
@@ -1383,9 +1407,12 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
 static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to) {
   gh_tm_sset_t ss = {0}, users = {0};
   int ordered = tm->ordered && !tm->ordered_off;
+  int ahead = 0;  /* units of tm->ahead (a run's: its only tensor), whose streams do not wait */
   for (size_t i = 0; i < n; i++) {
     gh_tm_sset_vframe(tm, &ss, u[i].v0);  /* a unit's vframes share their tensors */
-    if (ordered) gh_tm_sset_users(tm, &users, u[i].v0);
+    const gh_vframe_t* f = &tm->vf[u[i].v0];
+    if (tm->ahead && f->role == GH_VF_RUN && f->tensors == tm->ahead) ahead = 1;
+    else if (ordered) gh_tm_sset_users(tm, &users, u[i].v0);
   }
   if (users.all) ordered = 0;
   /* The mover's earlier remaps first (these units may be among them, and
@@ -1434,6 +1461,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
     if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
     tm->ordered_ev = bev;
     tm->ordered_moves++;
+    tm->ahead_moved |= ahead;
   }
   free(users.s);
   free(st);
@@ -2451,6 +2479,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       gh_tm_list_unlink(&tm->live_head, t);
       gh_tm_hash_remove(tm, t);
       gh_tm_unquiet(tm, t);
+      if (t->ahead_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, t->ahead_ev));  /* its copy: before ordered_ev's */
       gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
       gh_tm_reclaim_tensor(tm, t);
     }
@@ -2620,6 +2649,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     t->state = GH_T_PENDING;
     t->free_stream = stream;
     gh_tm_stream_join(tm, t, stream);
+    gh_tm_ahead_join(tm, t, &stream);  /* its memory goes to others after the free: after its copies */
     /* No provider call: the event comes at the next flush. */
     t->batch = NULL;
     gh_tm_pend_push(tm, t);
@@ -2660,12 +2690,54 @@ int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     /* Frames all on the device: no move, no stream waited for. A quiet
      * tensor moves after its advice's events, and is a use from then on. */
     gh_tm_stream_join(tm, t, stream);
+    gh_tm_ahead_join(tm, t, &stream);
     tm->ordered = 1;
     rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
     tm->ordered = 0;
     gh_tm_prefetch_mark(tm, t);
   }
   gh_tm_trace(tm, "p %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
+/* As gh_tensor_prefetch, but when the tensor has frames of its own (a
+ * run) and its moves are ordered with no mover, its streams are not made
+ * to wait for its copies: the copies' event stays with the tensor
+ * (ahead_ev), and its next use (gh_tensor_prefetch, prefetch_many, pin,
+ * free) makes its streams wait for it (gh_tm_ahead_join). Tensors sharing
+ * its frames (a slab's) wait as with a prefetch. */
+int gh_tensor_prefetch_ahead(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_ahead: NULL manager");
+  int rc;
+  gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_prefetch_ahead", &rc);
+  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
+  if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
+  if (rc == GH_OK) {
+    gh_tm_stream_join(tm, t, stream);
+    const int ahead = tm->vf[t->vf0].role == GH_VF_RUN && !tm->mover_on;
+    if (!ahead) gh_tm_ahead_join(tm, t, &stream);
+    tm->ordered = 1;
+    tm->ahead = ahead ? t : NULL;
+    tm->ahead_moved = 0;
+    rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
+    tm->ordered = 0;
+    tm->ahead = NULL;
+    if (tm->ahead_moved) {
+      /* After every copy of the move (the copy stream's order); a failure
+       * to record one makes the users wait now instead. */
+      gh_fevent_t ev = 0;
+      if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &ev)) == GH_OK) {
+        if (t->ahead_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, t->ahead_ev));  /* an earlier copy's */
+        t->ahead_ev = ev;
+      } else {
+        gh_tm_ahead_join(tm, t, &stream);
+        if (!gh_tm_ordered_done(tm)) gh_tm_tensor_wait(tm, t, &stream, tm->ordered_ev);  /* the latest batch */
+      }
+    }
+    gh_tm_prefetch_mark(tm, t);
+  }
+  gh_tm_trace(tm, "h %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2700,6 +2772,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
     size_t nu = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
       gh_tm_stream_join(tm, ts[i], stream);
+      gh_tm_ahead_join(tm, ts[i], &stream);
       for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 1;
     }
     for (size_t i = 0; i < n; i++) nu += gh_tm_host_units(tm, ts[i]->vf0, ts[i]->nvf, units + nu, &m);
@@ -2800,6 +2873,7 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
     if (rc == GH_OK) {
       t->pins++;
       gh_tm_set_cold(tm, t, 0);  /* a use */
+      gh_tm_ahead_join(tm, t, NULL);
     }
   }
   gh_tm_trace(tm, "P %llx %d\n", GH_TM_TP(ptr), rc);

@@ -293,6 +293,19 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr);
  * before anything changes. A pointer may repeat. GH_ERR_BUDGET when the
  * device budget cannot hold them all (those that fit have moved). */
 int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stream_t stream);
+/* gh_tensor_prefetch for a tensor needed later: its frames start for the
+ * device now, but no stream is made to wait for their copies yet. The
+ * caller promises that nothing touches the tensor (no kernel, copy or host
+ * access, on any stream) until its next gh_tensor_prefetch,
+ * gh_tensor_prefetch_many or gh_tensor_pin, which make `stream` and the
+ * tensor's streams wait for the copies on the GPU (and move nothing more
+ * if its frames are still on the device), or its gh_tensor_free (after
+ * which its memory goes to others only once the copies are done). So the
+ * work queued between the two calls runs beside the copies instead of
+ * after them. Breaking the promise can make a kernel read memory still
+ * being written. A tensor that shares its frames (under 1 MiB) is
+ * prefetched as by gh_tensor_prefetch. Errors as gh_tensor_prefetch. */
+int gh_tensor_prefetch_ahead(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 
 /* Advice about a tensor's future use (gh_tensor_advise). */
 typedef enum gh_advice_e {

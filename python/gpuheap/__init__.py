@@ -500,6 +500,15 @@ class Manager:
         _check(self._lib.gh_tensor_prefetch(self.handle, _ptr(ptr, "gh_tensor_prefetch"), _stream(stream)),
                "gh_tensor_prefetch")
 
+    def prefetch_ahead(self, ptr, stream=None):
+        """gh_tensor_prefetch_ahead: start bringing the tensor's frames to the
+        device without making any stream wait for the copies yet. The caller
+        promises that nothing touches the tensor until its next prefetch (or
+        prefetch_many, pin, free), which makes the streams wait then, on the
+        GPU. ERR_UNSUPPORTED from a library that lacks the call."""
+        fn = _need(self._lib, "gh_tensor_prefetch_ahead")
+        _check(fn(self.handle, _ptr(ptr, "gh_tensor_prefetch_ahead"), _stream(stream)), "gh_tensor_prefetch_ahead")
+
     def prefetch_many(self, ptrs, stream=None):
         """gh_tensor_prefetch_many: prefetch several tensors in one batch (one
         wait for their streams, one pipeline, none of them evicted for the

@@ -439,7 +439,8 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
 
 # ---------------------------------------------------------------- offload
 class _Entry:
-    __slots__ = ("ref", "ptr", "nbytes", "index", "hinted", "prefetched", "unpacked", "dropped", "__weakref__")
+    __slots__ = ("ref", "ptr", "nbytes", "index", "hinted", "prefetched", "ahead", "unpacked", "dropped",
+                 "__weakref__")
 
     def __init__(self, t, ptr, nbytes, index):
         try:
@@ -448,6 +449,7 @@ class _Entry:
             self.ref = lambda t=t: t
         self.ptr, self.nbytes, self.index = ptr, nbytes, index
         self.hinted = self.prefetched = self.unpacked = self.dropped = False  # hinted: advised cold / evicted
+        self.ahead = False  # prefetched ahead: its streams wait for the copies at its unpack
 
     def alive(self):
         return not self.dropped and self.ref() is not None
@@ -535,6 +537,15 @@ class Offload:
     row 17): those waits were short; the GPU idles during the moves
     themselves.
 
+    prefetch_ahead=True (the default): the next tensors are prefetched
+    ahead (gh_tensor_prefetch_ahead): their copies are queued but no stream
+    waits for them until their own unpack prefetches them again, so the
+    backward kernels queued in between run beside the copies instead of
+    after them (counted in "prefetched_ahead"). It rests on autograd's use of
+    saved tensors: nothing reads a saved tensor before its unpack; code that
+    does (a hook, a recomputation) must prefetch it first. With a library
+    that lacks the call, plain prefetches.
+
     prefetch_distance defaults to 1: while moves are synchronous (below), a
     tensor restored further ahead takes room that the next evictions then
     take back, and the training run of python/tests/gpu_train.py measured
@@ -551,7 +562,8 @@ class Offload:
     """
 
     def __init__(self, prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
-                 prefetch_weights=True, quiet=False, tensor_info=None, tensor_ptr=None, stream=None):
+                 prefetch_weights=True, quiet=False, prefetch_ahead=True, tensor_info=None, tensor_ptr=None,
+                 stream=None):
         for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise Error(ERR_INVAL, f"{name}: {v!r} must be an integer >= 0", "offload")
@@ -563,6 +575,7 @@ class Offload:
         self.mode = mode
         self.prefetch_weights = bool(prefetch_weights)
         self.quiet = bool(quiet)
+        self.prefetch_ahead = bool(prefetch_ahead)
         self._backward = False  # an unpack ran since the last pack
         self._manager = manager
         self._info = tensor_info or _torch_tensor_info
@@ -574,7 +587,7 @@ class Offload:
         self._cm = None
         self._warned = False
         self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0,
-                         "weights_prefetched": 0, "quieted": 0, "unpacked": 0,
+                         "prefetched_ahead": 0, "weights_prefetched": 0, "quieted": 0, "unpacked": 0,
                          "foreign": 0, "hint_errors": 0}
 
     @property
@@ -642,19 +655,26 @@ class Offload:
                 self.counters["unpacked"] += 1
             if not e.prefetched:
                 e.prefetched = True
-                todo.append(e)
+                todo.append(("prefetch", e))
+            elif e.ahead:  # prefetched ahead: its streams wait for its copies from here on
+                todo.append(("use", e))
+            e.ahead = False
             i, n = e.index - 1, 0
             while i >= 0 and n < self.prefetch_distance:
                 x = self._entries[i]
                 i -= 1
                 if x.unpacked or not x.alive():
                     continue
+                if x.ptr == e.ptr:  # the same storage saved again: in use from now on, never ahead
+                    x.prefetched = True
+                    continue
                 n += 1
                 if not x.prefetched:
                     x.prefetched = True
-                    todo.append(x)
-        for x in todo:
-            self._hint("prefetch", x)
+                    x.ahead = self.prefetch_ahead
+                    todo.append(("ahead" if x.ahead else "prefetch", x))
+        for what, x in todo:
+            self._hint(what, x)
         return t
 
     def _hint(self, what, e):
@@ -665,9 +685,16 @@ class Offload:
                 self.manager.advise(e.ptr, Advice.QUIET)
             elif what == "evict":
                 self.manager.evict(e.ptr)
-            else:
+            elif what == "ahead":
+                self.manager.prefetch_ahead(e.ptr, self._stream())
+            else:  # prefetch, use, weights
                 self.manager.prefetch(e.ptr, self._stream())
         except Error as err:
+            if what == "ahead" and err.code == ERR_UNSUPPORTED:  # an older library: no gh_tensor_prefetch_ahead
+                with self._lock:
+                    self.prefetch_ahead = False
+                    e.ahead = False
+                return self._hint("prefetch", e)
             if what == "advise" and err.code == ERR_UNSUPPORTED:  # an older library: no gh_tensor_advise
                 with self._lock:
                     self.mode = "evict"
@@ -687,8 +714,11 @@ class Offload:
                 warnings.warn(f"gpuheap.torch.offload: {what} hint failed: {err}", RuntimeWarning)
             return
         with self._lock:
-            self.counters[{"advise": "advised", "evict": "evicted", "weights": "weights_prefetched",
-                           "quiet": "quieted"}.get(what, "prefetched")] += 1
+            if what == "ahead":
+                self.counters["prefetched_ahead"] += 1
+            if what != "use":
+                self.counters[{"advise": "advised", "evict": "evicted", "weights": "weights_prefetched",
+                               "quiet": "quieted"}.get(what, "prefetched")] += 1
 
     # -- bookkeeping
     def _prune(self):

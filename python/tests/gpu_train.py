@@ -63,6 +63,7 @@ def parse_args(argv=None):
     ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
                     "weights and optimizer memory the manager evicted are brought back before forward and step()")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
+    ap.add_argument("--no-prefetch-ahead", action="store_true", help="(c): offload(prefetch_ahead=False)")
     ap.add_argument("--keep-last", type=int, default=2, help="(c): offload(keep_last=)")
     ap.add_argument("--no-offload", action="store_true", help="(c): no offload context (the budget only)")
     ap.add_argument("--no-unpack-weights", action="store_true", help="(c): offload(prefetch_weights=False)")
@@ -186,7 +187,8 @@ def child(a):
         ght.mark_model(model, opt, prefetch=a.model_prefetch)
     if cfg == "c" and not a.no_offload:
         off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode, keep_last=a.keep_last,
-                          prefetch_weights=not a.no_unpack_weights, quiet=a.quiet)
+                          prefetch_weights=not a.no_unpack_weights, quiet=a.quiet,
+                          prefetch_ahead=not a.no_prefetch_ahead)
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
@@ -417,6 +419,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--no-offload"]
     if a.quiet:
         args += ["--quiet"]
+    if a.no_prefetch_ahead:
+        args += ["--no-prefetch-ahead"]
     if a.keep_last != 2:
         args += ["--keep-last", a.keep_last]
     log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")

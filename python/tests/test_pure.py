@@ -140,6 +140,9 @@ class FakeManager:
     def prefetch(self, ptr, stream=None):
         self._do("prefetch", ptr)
 
+    def prefetch_ahead(self, ptr, stream=None):
+        self._do("prefetch_ahead", ptr)
+
     def prefetch_many(self, ptrs, stream=None):
         self._do("prefetch_many", tuple(ptrs))
 
@@ -644,6 +647,7 @@ class TestOffloadBookkeeping(unittest.TestCase):
         kw.setdefault("min_bytes", MiB)
         kw.setdefault("mode", self.MODE)
         kw.setdefault("quiet", False)  # the default; the quiet advice has tests of its own (TestOffloadQuiet)
+        kw.setdefault("prefetch_ahead", False)  # tests of its own below (test_prefetch_ahead_*)
         off = ght.Offload(manager=fm, stream=lambda: None, **kw)
         return fm, off
 
@@ -821,8 +825,61 @@ class TestOffloadCold(TestOffloadBookkeeping):
         off.unpack(ts[5])
         self.assertEqual(fm.calls, [])
         self.assertEqual(off.counters, {"packed": 8, "skipped": 0, "advised": 7, "evicted": 0, "prefetched": 8,
-                                        "weights_prefetched": 0, "quieted": 0, "unpacked": 8, "foreign": 0,
+                                        "prefetched_ahead": 0, "weights_prefetched": 0, "quieted": 0,
+                                        "unpacked": 8, "foreign": 0,
                                         "hint_errors": 0})
+
+    def test_prefetch_ahead(self):
+        """With prefetch_ahead (the default), the next prefetch_distance
+        tensors are prefetched ahead (no stream waits for their copies) and
+        each one is prefetched again at its own unpack (its use: the streams
+        wait then); a tensor unpacked first, never prefetched, is prefetched
+        plainly."""
+        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True)
+        ts = self.tensors(4)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        for t in ts:
+            off.pack(t)
+        fm.calls.clear()
+        for t in reversed(ts):
+            off.unpack(t)
+        self.assertEqual(fm.calls, [("prefetch", ptr[3]), ("prefetch_ahead", ptr[2]),
+                                    ("prefetch", ptr[2]), ("prefetch_ahead", ptr[1]),
+                                    ("prefetch", ptr[1]), ("prefetch_ahead", ptr[0]),
+                                    ("prefetch", ptr[0])])
+        self.assertEqual((off.counters["prefetched"], off.counters["prefetched_ahead"]), (4, 3))
+        fm.calls.clear()
+        off.unpack(ts[2])  # unpacked again (retain_graph): nothing to prefetch, nothing to wait for
+        self.assertEqual(fm.calls, [])
+
+    def test_prefetch_ahead_same_storage(self):
+        """A storage saved twice is in use from the first of its unpacks: the
+        walk ahead does not prefetch it ahead again."""
+        fm, off = self.make(keep_last=0, prefetch_distance=1, prefetch_ahead=True)
+        ts = self.tensors(2)
+        p0, p1 = (t.untyped_storage().data_ptr() for t in ts)
+        for t in (ts[0], ts[1], ts[1]):
+            off.pack(t)
+        fm.calls.clear()
+        off.unpack(ts[1])
+        self.assertEqual(fm.calls, [("prefetch", p1), ("prefetch_ahead", p0)])
+
+    def test_prefetch_ahead_older_library(self):
+        """A library without gh_tensor_prefetch_ahead: plain prefetches from
+        then on, no error counted."""
+        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True)
+        ts = self.tensors(3)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        for t in ts:
+            off.pack(t)
+        fm.calls.clear()
+        fm.fail[("prefetch_ahead", ptr[1])] = gpuheap.ERR_UNSUPPORTED
+        for t in reversed(ts):
+            off.unpack(t)
+        self.assertEqual(fm.calls, [("prefetch", ptr[2]), ("prefetch_ahead", ptr[1]), ("prefetch", ptr[1]),
+                                    ("prefetch", ptr[0])])
+        self.assertFalse(off.prefetch_ahead)
+        self.assertEqual((off.counters["hint_errors"], off.counters["prefetched"]), (0, 3))
 
     def test_unpack_prefetches_protected(self):
         """Weights autograd saved (storages mark_model protected) are skipped

@@ -1879,6 +1879,85 @@ static void failed_maps(void) {
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
 }
 
+/* gh_tensor_prefetch_ahead (simulation with deferred copies: a copy runs
+ * only once a stream waits for it and that stream's work runs): the
+ * restore's copies are queued but no stream waits for them, so no stream's
+ * work is held behind them; the next gh_tensor_prefetch makes its stream
+ * wait, after which the bytes are there. A free of a tensor prefetched
+ * ahead makes its stream wait too, so that memory handed on at once is
+ * written by the copy before the new owner's work, not after it; a pin
+ * waits for them; a small tensor (sharing a frame) is prefetched as by
+ * gh_tensor_prefetch. */
+static void prefetch_ahead(void) {
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events never complete by queries alone */
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
+  const size_t sz = 4 * MiB;
+  void *a = NULL, *b = NULL, *x = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 256 * 1024, GH_KIND_ACTIVATIONS, s1, &x) == GH_OK);
+  pat_fill(a, 0, sz, 21);
+  pat_fill(x, 0, 256 * 1024, 22);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  CHECK(gh_tensor_evict(tm, a) == GH_OK && gh_tensor_evict(tm, x) == GH_OK); /* they wait for their copies */
+  size_t pending = 0;
+  uint64_t w0 = 0, w1 = 0, w2 = 0;
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w0) == GH_OK);
+  CHECK_EQ_U64(pending, 0);
+  /* Ahead: moved, its copies queued, no stream waiting for them. */
+  CHECK(gh_tensor_prefetch_ahead(tm, a, s2) == GH_OK);
+  CHECK(tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK && _gh_tmgr_sim_run(tm, s2) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w1) == GH_OK);
+  CHECK(pending > 0);
+  CHECK_EQ_U64(w1, w0);
+  /* Its use: the stream waits, then finds the bytes. */
+  CHECK(gh_tensor_prefetch(tm, a, s2) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w2) == GH_OK);
+  CHECK(w2 > w1);
+  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, NULL) == GH_OK);
+  CHECK_EQ_U64(pending, 0);
+  CHECK(pat_check(a, 0, sz, 21) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* A small tensor: as gh_tensor_prefetch (its stream waits now). */
+  CHECK(gh_tensor_prefetch_ahead(tm, x, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w1) == GH_OK);
+  CHECK(w1 > w2);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(x, 0, 256 * 1024, 22) == SIZE_MAX);
+  /* A pin is a use. */
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(gh_tensor_prefetch_ahead(tm, a, s2) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w1) == GH_OK);
+  CHECK(gh_tensor_pin(tm, a) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w2) == GH_OK);
+  CHECK(w2 > w1);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK && _gh_tmgr_sim_run(tm, s2) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 21) == SIZE_MAX);
+  CHECK(gh_tensor_unpin(tm, a) == GH_OK);
+  /* A free: the free's stream waits for the copies, and an allocation on
+   * it takes the memory at once; the copy runs before its work. */
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(gh_tensor_prefetch_ahead(tm, a, s2) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s2) == GH_OK); /* a stream it knows: no wait for being new to it */
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+  CHECK(b == a); /* handed over on its stream */
+  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
+  pat_fill(b, 0, sz, 23);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK); /* whatever is still deferred runs now */
+  CHECK(pat_check(b, 0, sz, 23) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s2) == GH_OK && gh_tensor_free(tm, x, s1) == GH_OK);
+  CHECK(gh_tensor_prefetch_ahead(tm, NULL, s1) == GH_ERR_INVAL);
+  CHECK(gh_tensor_prefetch_ahead(tm, b, s1) == GH_ERR_DOUBLE_FREE);
+  CHECK(gh_tensor_prefetch_ahead(NULL, b, s1) == GH_ERR_INVAL);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 static void ordered_moves(void) {
   ordered_moves_one(1, 0);
   ordered_moves_one(0, 0);
@@ -2076,6 +2155,7 @@ int main(int argc, char** argv) {
   device_aliases();
   same_stream_reuse();
   ordered_moves();
+  prefetch_ahead();
   failed_maps();
   cache_shortest();
   early_flush();
