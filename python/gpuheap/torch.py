@@ -750,10 +750,10 @@ class Offload:
 
 
 def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold", prefetch_weights=True,
-            quiet=False):
+            quiet=False, prefetch_ahead=True):
     """with gpuheap.torch.offload(): loss = model(x)  -- see Offload (mode
     "cold", the default: saved tensors are advised cold and evicted only when
     the device budget needs room; "evict": evicted at once). Backward may run
     after the block: the hooks stay with the saved tensors."""
     return Offload(prefetch_distance=prefetch_distance, keep_last=keep_last, min_bytes=min_bytes, manager=manager,
-                   mode=mode, prefetch_weights=prefetch_weights, quiet=quiet)
+                   mode=mode, prefetch_weights=prefetch_weights, quiet=quiet, prefetch_ahead=prefetch_ahead)

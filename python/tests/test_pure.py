@@ -806,6 +806,15 @@ class TestOffloadCold(TestOffloadBookkeeping):
         self.assertEqual(ght.Offload(manager=FakeManager()).prefetch_distance, 1)
         self.assertEqual(ght.offload(manager=FakeManager()).prefetch_distance, 1)
 
+    def test_offload_passes_its_arguments(self):
+        """offload() builds the Offload its arguments describe (gpu_train.py
+        calls it with every one of them)."""
+        off = ght.offload(prefetch_distance=2, keep_last=3, min_bytes=4 * MiB, manager=FakeManager(), mode="evict",
+                          prefetch_weights=False, quiet=True, prefetch_ahead=False)
+        self.assertEqual((off.prefetch_distance, off.keep_last, off.min_bytes, off.mode, off.prefetch_weights,
+                          off.quiet, off.prefetch_ahead), (2, 3, 4 * MiB, "evict", False, True, False))
+        self.assertTrue(ght.offload(manager=FakeManager()).prefetch_ahead)
+
     def test_forward_then_backward(self):
         """A whole step: pack advises all but the newest keep_last, in packing
         order; unpack prefetches each one and the next prefetch_distance in
