@@ -2680,45 +2680,28 @@ static void gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t) {
     if (tm->vf[v].clock < gh_tm_credit(GH_KIND_WEIGHTS)) tm->vf[v].clock = gh_tm_credit(GH_KIND_WEIGHTS);
 }
 
-int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch: NULL manager");
+/* gh_tensor_prefetch, and with `ahead` gh_tensor_prefetch_ahead: when the
+ * tensor has frames of its own (a run) and its moves are ordered with no
+ * mover, its streams are not made to wait for its copies: the copies'
+ * event stays with the tensor (ahead_ev), and its next use
+ * (gh_tensor_prefetch, prefetch_many, pin, free) makes its streams wait for
+ * it (gh_tm_ahead_join). Tensors sharing its frames (a slab's) wait as
+ * with a prefetch. */
+static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahead) {
+  const char* what = ahead ? "gh_tensor_prefetch_ahead" : "gh_tensor_prefetch";
+  if (!tm) return _gh_error(GH_ERR_INVAL, "%s: NULL manager", what);
   int rc;
-  gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_prefetch", &rc);
+  gh_tensor_t* t = gh_tm_enter(tm, ptr, what, &rc);
   if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
     /* Frames all on the device: no move, no stream waited for. A quiet
      * tensor moves after its advice's events, and is a use from then on. */
     gh_tm_stream_join(tm, t, stream);
-    gh_tm_ahead_join(tm, t, &stream);
+    const int defer = ahead && tm->vf[t->vf0].role == GH_VF_RUN && !tm->mover_on;
+    if (!defer) gh_tm_ahead_join(tm, t, &stream);
     tm->ordered = 1;
-    rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
-    tm->ordered = 0;
-    gh_tm_prefetch_mark(tm, t);
-  }
-  gh_tm_trace(tm, "p %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
-  pthread_mutex_unlock(&tm->mu);
-  return rc;
-}
-
-/* As gh_tensor_prefetch, but when the tensor has frames of its own (a
- * run) and its moves are ordered with no mover, its streams are not made
- * to wait for its copies: the copies' event stays with the tensor
- * (ahead_ev), and its next use (gh_tensor_prefetch, prefetch_many, pin,
- * free) makes its streams wait for it (gh_tm_ahead_join). Tensors sharing
- * its frames (a slab's) wait as with a prefetch. */
-int gh_tensor_prefetch_ahead(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_ahead: NULL manager");
-  int rc;
-  gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_prefetch_ahead", &rc);
-  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
-  if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
-  if (rc == GH_OK) {
-    gh_tm_stream_join(tm, t, stream);
-    const int ahead = tm->vf[t->vf0].role == GH_VF_RUN && !tm->mover_on;
-    if (!ahead) gh_tm_ahead_join(tm, t, &stream);
-    tm->ordered = 1;
-    tm->ahead = ahead ? t : NULL;
+    tm->ahead = defer ? t : NULL;
     tm->ahead_moved = 0;
     rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
     tm->ordered = 0;
@@ -2737,9 +2720,13 @@ int gh_tensor_prefetch_ahead(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     }
     gh_tm_prefetch_mark(tm, t);
   }
-  gh_tm_trace(tm, "h %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
+  gh_tm_trace(tm, "%c %llx %zu %d\n", ahead ? 'h' : 'p', GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
+}
+int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) { return gh_tm_prefetch(tm, ptr, stream, 0); }
+int gh_tensor_prefetch_ahead(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
+  return gh_tm_prefetch(tm, ptr, stream, 1);
 }
 
 static int gh_tm_cmp_unit(const void* a, const void* b) {

@@ -838,18 +838,22 @@ class TestOffloadCold(TestOffloadBookkeeping):
                                         "unpacked": 8, "foreign": 0,
                                         "hint_errors": 0})
 
+    def packed_ahead(self, n):
+        """An offload context with prefetch ahead, after packing n tensors."""
+        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True)
+        ts = self.tensors(n)
+        for t in ts:
+            off.pack(t)
+        fm.calls.clear()
+        return fm, off, ts, [t.untyped_storage().data_ptr() for t in ts]
+
     def test_prefetch_ahead(self):
         """With prefetch_ahead (the default), the next prefetch_distance
         tensors are prefetched ahead (no stream waits for their copies) and
         each one is prefetched again at its own unpack (its use: the streams
         wait then); a tensor unpacked first, never prefetched, is prefetched
         plainly."""
-        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True)
-        ts = self.tensors(4)
-        ptr = [t.untyped_storage().data_ptr() for t in ts]
-        for t in ts:
-            off.pack(t)
-        fm.calls.clear()
+        fm, off, ts, ptr = self.packed_ahead(4)
         for t in reversed(ts):
             off.unpack(t)
         self.assertEqual(fm.calls, [("prefetch", ptr[3]), ("prefetch_ahead", ptr[2]),
@@ -876,12 +880,7 @@ class TestOffloadCold(TestOffloadBookkeeping):
     def test_prefetch_ahead_older_library(self):
         """A library without gh_tensor_prefetch_ahead: plain prefetches from
         then on, no error counted."""
-        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True)
-        ts = self.tensors(3)
-        ptr = [t.untyped_storage().data_ptr() for t in ts]
-        for t in ts:
-            off.pack(t)
-        fm.calls.clear()
+        fm, off, ts, ptr = self.packed_ahead(3)
         fm.fail[("prefetch_ahead", ptr[1])] = gpuheap.ERR_UNSUPPORTED
         for t in reversed(ts):
             off.unpack(t)

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     } else if (r < 70 && p) {
       gh_tensor_advise(tm, p, (gh_advice_t)below(GH_ADVICE_COUNT));
     } else if (r < 77 && p) {
-      gh_tensor_prefetch(tm, p, streams[below(3)]);
+      (below(2) ? gh_tensor_prefetch : gh_tensor_prefetch_ahead)(tm, p, streams[below(3)]);
     } else if (r < 80 && n >= 2) {
       void* two[2] = {live[below(n)], live[below(n)]};
       gh_tensor_prefetch_many(tm, two, two[0] == two[1] ? 1 : 2, streams[below(3)]);
