@@ -837,8 +837,9 @@ static int gh_tm_bad_ptr(const gh_tmgr_t* tm, const void* p, const char* what) {
  * GH_TM_CHUNK_MAX, since the chunk follows the tensors, gh_tm_chunk_learn;
  * alias in [0, alias_big_f) of the alias region, first fit) or a single
  * frame ("one", alias in [alias_big_f, +alias_one_f)). The big region is
- * twice the host budget, for first fit's holes, and the other holds the
- * whole budget, so an alias is always found. */
+ * twice the host budget, for first fit's holes; should first fit still
+ * find no room, the unit takes single frames (gh_tm_unit_get), whose
+ * region holds the whole budget: no request fails for want of an alias. */
 static uint8_t* gh_tm_alias_va(const gh_tmgr_t* tm, uint32_t alias) { return gh_tm_va(tm, tm->alias_vf0 + alias); }
 static int gh_tm_pa_big(const gh_tmgr_t* tm, const gh_tm_pa_t* pa) { return pa->alias < tm->alias_big_f; }
 
@@ -939,10 +940,13 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_str
     gh_tm_host_ready(tm, user);
   } else {
     while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) gh_tm_pool_release_last(tm);
-    const uint32_t alias = tm->host_used + n <= tm->host_budget_f ? gh_tm_alias_get(tm, n) : GH_TM_NO_ALIAS;
-    if (alias == GH_TM_NO_ALIAS) {
+    const int room = tm->host_used + n <= tm->host_budget_f;
+    const uint32_t alias = room ? gh_tm_alias_get(tm, n) : GH_TM_NO_ALIAS;
+    if (!room) {
       rc = _gh_error(GH_ERR_BUDGET, "host budget of %zu frames spent (%zu used, %zu asked)", tm->host_budget_f,
                      tm->host_used, n);
+    } else if (alias == GH_TM_NO_ALIAS) {
+      rc = _gh_error(GH_ERR_BUDGET, "no host alias of %zu frames free (first fit)", n);
     } else {
       rc = gh_tm_host_make(tm, n, alias, &out->pf);
       if (rc == GH_OK) {
@@ -1164,8 +1168,10 @@ static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stre
 /* Backing for a unit of k frames (k <= GH_TM_CHUNK_MAX) in one tier, for
  * `user` (gh_tm_wait_for): one allocation of k frames (host: from the pool
  * when it holds one of that size, as it does after a restore of a unit of
- * that size; else created now), else, in host memory, k single frames. All
- * or nothing; *npas allocations in pas. */
+ * that size; else created now, if k is the chunk or the budget has room
+ * without giving back pooled memory: a unit of another size does not
+ * trade the pool's memory for new memory), else, in host memory, k single
+ * frames. All or nothing; *npas allocations in pas. */
 static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas, const gh_stream_t* user) {
   *npas = 0;
   if (device) {
@@ -1173,7 +1179,9 @@ static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, 
     if (rc == GH_OK) *npas = 1;
     return rc;
   }
-  if (k > 1 && gh_tm_host_get(tm, k, &pas[0], user) == GH_OK) {
+  if (k > 1 &&
+      (k == tm->chunk || tm->host_used + k <= tm->host_budget_f || gh_tm_pool_find(tm, k) != SIZE_MAX) &&
+      gh_tm_host_get(tm, k, &pas[0], user) == GH_OK) {
     *npas = 1;
     return GH_OK;
   }
