@@ -1403,6 +1403,13 @@ class TestManagerOnSimulation(unittest.TestCase):
             self.assertEqual(m.tier(p), gpuheap.Tier.HOST)
             m.prefetch(p)
             self.assertEqual(m.tier(p), gpuheap.Tier.DEVICE)
+            m.evict(p)
+            m.prefetch_ahead(p)  # on the device, its copy's wait left to the next prefetch
+            self.assertEqual(m.tier(p), gpuheap.Tier.DEVICE)
+            m.prefetch(p)
+            with self.assertRaises(gpuheap.Error) as cm:
+                m.prefetch_ahead(p + 256)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_FOREIGN)
             m.pin(p)
             with self.assertRaises(gpuheap.Error) as cm:
                 m.evict(p)
