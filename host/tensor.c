@@ -1168,10 +1168,12 @@ static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stre
 /* Backing for a unit of k frames (k <= GH_TM_CHUNK_MAX) in one tier, for
  * `user` (gh_tm_wait_for): one allocation of k frames (host: from the pool
  * when it holds one of that size, as it does after a restore of a unit of
- * that size; else created now, if k is the chunk or the budget has room
- * without giving back pooled memory: a unit of another size does not
- * trade the pool's memory for new memory), else, in host memory, k single
- * frames. All or nothing; *npas allocations in pas. */
+ * that size; else created now, giving back pooled memory of other sizes if
+ * the budget needs it: created once, it comes back to the pool with its
+ * size, and k single frames cost k mappings at every move: bench_evict's
+ * 8 MiB evictions ran at 19 GB/s that way against 45 with one allocation,
+ * bench/NOTES.md row 36), else, in host memory, k single frames. All or
+ * nothing; *npas allocations in pas. */
 static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas, const gh_stream_t* user) {
   *npas = 0;
   if (device) {
@@ -1179,9 +1181,7 @@ static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, 
     if (rc == GH_OK) *npas = 1;
     return rc;
   }
-  if (k > 1 &&
-      (k == tm->chunk || tm->host_used + k <= tm->host_budget_f || gh_tm_pool_find(tm, k) != SIZE_MAX) &&
-      gh_tm_host_get(tm, k, &pas[0], user) == GH_OK) {
+  if (k > 1 && gh_tm_host_get(tm, k, &pas[0], user) == GH_OK) {
     *npas = 1;
     return GH_OK;
   }
