@@ -5,7 +5,7 @@
  * or others, and the manager's counts at the end (moves, bytes moved,
  * physical-memory calls, cached and spare frames).
  *
- *   replay_trace TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F]
+ *   replay_trace TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F|auto]
  *                      [--lag L] [--check]
  *
  * --chunk: F frames, or "auto" (the chunk follows the tensors, as when the
@@ -82,7 +82,7 @@ static gh_stream_t stream_of(unsigned long long idx) {
 
 static void usage(const char* argv0) {
   fprintf(stderr,
-          "usage: %s TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F] [--lag L] [--check]\n", argv0);
+          "usage: %s TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F|auto] [--lag L] [--check]\n", argv0);
   exit(2);
 }
 
