@@ -1172,8 +1172,8 @@ static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stre
  * the budget needs it: created once, it comes back to the pool with its
  * size, and k single frames cost k mappings at every move: bench_evict's
  * 8 MiB evictions ran at 19 GB/s that way against 45 with one allocation,
- * bench/NOTES.md row 36), else, in host memory, k single frames. All or
- * nothing; *npas allocations in pas. */
+ * bench/NOTES.md host side row 38), else, in host memory, k single
+ * frames. All or nothing; *npas allocations in pas. */
 static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas, const gh_stream_t* user) {
   *npas = 0;
   if (device) {
@@ -1998,13 +1998,14 @@ placed:
  * larger) if that leaves at most three quarters of the current chunk's
  * tails; every GH_TM_CHUNK_AUTO_DECAY runs it halves the counts, so that
  * older runs weigh less but a choice rests on many runs (a step's stages
- * may each prefer another size). Live runs keep their chunks (the pool entries of
- * their size serve them), but a freed run of another chunk (of at least
- * _LO frames) is neither cached nor handed to the next allocation on its
- * stream (gh_tm_chunk_stale): the same sizes are asked for every step, so
- * cached runs would keep the old chunk alive for steps, and the pool
- * thread create host memory of the new size at every step in between,
- * ~30 ms each with the provider held (bench/NOTES.md, host side, row 36). */
+ * may each prefer another size). Live runs keep their chunks (the pool
+ * entries of their size serve them), but a freed run of another chunk (of
+ * at least _LO frames) is neither cached nor handed to the next allocation
+ * on its stream (gh_tm_chunk_stale): the same sizes are asked for every
+ * step, so cached runs kept the old chunk alive for steps, and the pool
+ * thread created host memory of the new size at every step in between,
+ * ~30 ms an allocation with the provider held (bench/NOTES.md, host side,
+ * row 36). */
 static void gh_tm_chunk_set(gh_tmgr_t* tm, size_t c) {
   gh_tm_pool_quiesce(tm);  /* the pool thread counts its creation by tm->chunk */
   tm->chunk = c;
