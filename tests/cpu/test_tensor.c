@@ -70,6 +70,7 @@ typedef struct ref_s {
   uint64_t stamp;
   gh_kind_t kind;
   uint32_t pins;
+  int ahead;  /* prefetched ahead: untouched until its next prefetch (ref_use) */
 } ref_t;
 
 typedef struct model_s {
@@ -180,9 +181,12 @@ static gh_tmgr_t* make_tm(size_t dev_mib, size_t host_mib, uint32_t pool, uint32
   return make_tm_low(dev_mib, host_mib, pool, lag, 0);
 }
 
+static void ref_use(gh_tmgr_t* tm, ref_t* r);
+
 /* Free everything, drain pending frees, check nothing is left, destroy. */
 static void drain_and_destroy(gh_tmgr_t* tm, model_t* m) {
   for (size_t i = 0; i < m->n; i++) {
+    ref_use(tm, &m->t[i]);
     check_one(&m->t[i], 1);
     CHECK(gh_tensor_free(tm, m->t[i].p, NULL) == GH_OK);
   }
@@ -235,6 +239,17 @@ static void run_streams(gh_tmgr_t* tm) {
   for (int i = 0; i < 3; i++) CHECK(_gh_tmgr_sim_run(tm, streams[i]) == GH_OK);
 }
 
+/* Tensor r is about to be touched: if it was prefetched ahead, its next
+ * prefetch first (gh_tensor_prefetch_ahead's promise), then the streams'
+ * work runs (the copies they now wait for). */
+static void ref_use(gh_tmgr_t* tm, ref_t* r) {
+  if (!r->ahead) return;
+  const int rc = gh_tensor_prefetch(tm, r->p, streams[rnd_below(3)]);
+  CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "prefetch after ahead: %s", gh_err_name(rc));
+  r->ahead = 0;
+  run_streams(tm);
+}
+
 static void random_run(uint64_t seed, size_t ops) {
   rng_state = seed;
   gh_tmgr_t* tm = make_tm(64, 160, 4 + 3 * (uint32_t)(seed % 2) * 8, 1 + (uint32_t)(seed % 4));
@@ -282,9 +297,12 @@ static void random_run(uint64_t seed, size_t ops) {
         CHECK_MSG(m.bytes + bytes > 112 * MiB, "refused %zu bytes with only %zu live", bytes, m.bytes);
         budget_fails++;
       }
-    } else if (r < 62) {  /* free (its pins go with it) */
-      run_streams(tm);
-      check_one(x, 0);
+    } else if (r < 62) {  /* free (its pins go with it; prefetched ahead: freed untouched half the time) */
+      if (!x->ahead || rnd_below(2)) {
+        ref_use(tm, x);
+        run_streams(tm);
+        check_one(x, 0);
+      }
       CHECK(gh_tensor_free(tm, x->p, streams[rnd_below(3)]) == GH_OK);
       if (x->pins) pinned_bytes -= x->bytes;
       m.bytes -= x->bytes;
@@ -313,9 +331,22 @@ static void random_run(uint64_t seed, size_t ops) {
         CHECK(gh_tensor_tier(tm, x->p, &tier) == GH_OK);
         CHECK_MSG(tier == GH_TIER_HOST, "evicted tensor of %zu bytes in tier %d", x->bytes, (int)tier);
       }
-    } else if (r < 78) {  /* prefetch */
-      const int rc = gh_tensor_prefetch(tm, x->p, streams[rnd_below(3)]);
+    } else if (r < 78) {  /* prefetch (ahead a third of the time) */
+      const int ahead = rnd_below(3) == 0;
+      gh_tier_t was = GH_TIER_NONE;
+      CHECK(gh_tensor_tier(tm, x->p, &was) == GH_OK);
+      if (ahead && was == GH_TIER_HOST && !x->ahead) {  /* new bytes where it is, so that a stale copy shows */
+        x->stamp = rnd();
+        run_streams(tm);
+        pat_fill(x->p, 0, x->bytes, x->stamp);
+      }
+      const int rc = (ahead ? gh_tensor_prefetch_ahead : gh_tensor_prefetch)(tm, x->p, streams[rnd_below(3)]);
       CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "prefetch: %s", gh_err_name(rc));
+      x->ahead = ahead || (x->ahead && rc != GH_OK);
+      if (ahead && rnd_below(2)) {  /* used at once: its copies may still be deferred */
+        ref_use(tm, x);
+        check_one(x, 0);
+      }
       if (rc == GH_OK) {
         gh_tier_t tier = GH_TIER_NONE;
         CHECK(gh_tensor_tier(tm, x->p, &tier) == GH_OK && tier == GH_TIER_DEVICE);
@@ -325,6 +356,7 @@ static void random_run(uint64_t seed, size_t ops) {
         const int rc = gh_tensor_pin(tm, x->p);
         CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "pin: %s", gh_err_name(rc));
         if (rc == GH_OK) {
+          x->ahead = 0;  /* a pin is a use */
           if (x->pins++ == 0) pinned_bytes += x->bytes;
         } else {
           pin_fails++;
@@ -339,6 +371,7 @@ static void random_run(uint64_t seed, size_t ops) {
       CHECK(gh_tensor_set_kind(tm, x->p, k) == GH_OK);
       x->kind = k;
     } else if (r < 97) {  /* rewrite: writes to evicted frames land too */
+      ref_use(tm, x);
       x->stamp = rnd();
       run_streams(tm);
       pat_fill(x->p, 0, x->bytes, x->stamp);
@@ -348,7 +381,11 @@ static void random_run(uint64_t seed, size_t ops) {
     /* After each op: a sample of tensors, every pinned one on the device,
      * the statistics against the model. */
     run_streams(tm);
-    for (int k = 0; k < 2 && m.n; k++) check_one(&m.t[rnd_below(m.n)], 0);
+    for (int k = 0; k < 2 && m.n; k++) {
+      ref_t* y = &m.t[rnd_below(m.n)];
+      ref_use(tm, y);
+      check_one(y, 0);
+    }
     for (size_t i = 0; i < m.n; i++)
       if (m.t[i].pins) {
         gh_tier_t tier = GH_TIER_NONE;
@@ -368,7 +405,10 @@ static void random_run(uint64_t seed, size_t ops) {
     if (gh_test_failures > 20) break;
   }
   run_streams(tm);
-  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  for (size_t i = 0; i < m.n; i++) {
+    ref_use(tm, &m.t[i]);
+    check_one(&m.t[i], 1);
+  }
   gh_tmgr_stats_t s;
   CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
   printf("seed %llu: %zu ops, %zu allocs (%zu reallocs), %zu refused, %zu pins refused, %llu evictions, "
