@@ -2020,6 +2020,12 @@ static int gh_tm_chunk_stale(const gh_tmgr_t* tm, const gh_tensor_t* t) {
   return !tm->chunk_fixed && t->chunk != tm->chunk && t->nvf >= GH_TM_CHUNK_AUTO_LO;
 }
 
+/* The chunk the manager starts with is one it may choose (the tail counts
+ * are indexed by the chunk). */
+_Static_assert(GH_TM_CHUNK_DEFAULT >= GH_TM_CHUNK_AUTO_LO && GH_TM_CHUNK_DEFAULT <= GH_TM_CHUNK_AUTO_HI &&
+                   GH_TM_CHUNK_AUTO_HI <= GH_TM_CHUNK_MAX,
+               "the default chunk lies in the range the chunk follows");
+
 static size_t gh_tm_chunk_dist(size_t c) {
   return c > GH_TM_CHUNK_DEFAULT ? c - GH_TM_CHUNK_DEFAULT : GH_TM_CHUNK_DEFAULT - c;
 }
