@@ -6,7 +6,7 @@
  * physical-memory calls, cached and spare frames).
  *
  *   replay_trace TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F|auto]
- *                      [--lag L] [--check]
+ *                      [--lag L] [--check] [--cuda] [--step-bytes B]
  *
  * --chunk: F frames, or "auto" (the chunk follows the tensors, as when the
  * trace's header says 0); default: the trace's. --lag: events complete
@@ -14,13 +14,28 @@
  * a call's result differs from the recorded one, or when the trace ends
  * with an "# expect" line (tests/cpu/test_trace.c writes one) that the
  * counts do not match. The simulation copies real bytes (memfd-backed
- * tiers), so replaying a training step moves its bytes through memcpy. */
+ * tiers), so replaying a training step moves its bytes through memcpy.
+ *
+ * --cuda (the build with CUDA: bench/replay_trace_cuda): the calls run on
+ * the GPU's own frames (the VMM provider), with real copies, events and
+ * physical-memory calls but no kernels and no framework: what the manager
+ * alone costs the host for that sequence. The trace's first stream is the
+ * default stream (what a PyTorch program allocates on), the others new
+ * streams. --step-bytes B: an allocation of exactly B bytes marks a step
+ * (pick a size the program asks for once a step); the host time between
+ * marks is reported (median, min, max over the steps after the first two),
+ * with the physical-memory calls' share of it. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#ifdef GH_REPLAY_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "../host/frames_sim.h"
 #include "../host/tensor_internal.h"
@@ -76,13 +91,92 @@ static void* ptr_of(uint64_t key) {
   return s ? s->val : (void*)(uintptr_t)key;
 }
 
+static int on_cuda;
+#ifdef GH_REPLAY_CUDA
+#define REPLAY_STREAMS 64
+static cudaStream_t cuda_streams[REPLAY_STREAMS];
+#endif
+
 static gh_stream_t stream_of(unsigned long long idx) {
-  return idx > 1000000 ? NULL : (gh_stream_t)(uintptr_t)(0x1000 * (idx + 1));
+  if (idx > 1000000) return NULL;
+#ifdef GH_REPLAY_CUDA
+  if (on_cuda) {
+    if (idx == 0 || idx >= REPLAY_STREAMS) return NULL;
+    if (!cuda_streams[idx] && cudaStreamCreateWithFlags(&cuda_streams[idx], cudaStreamNonBlocking) != cudaSuccess) {
+      fprintf(stderr, "replay_trace: cudaStreamCreateWithFlags failed\n");
+      exit(2);
+    }
+    return (gh_stream_t)cuda_streams[idx];
+  }
+#endif
+  return (gh_stream_t)(uintptr_t)(0x1000 * (idx + 1));
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* The host time between step marks, and the share of the manager's
+ * physical-memory calls, moves and stream waits in it (counted from the
+ * third mark on: the first steps pin host memory and create the pool). */
+#define REPLAY_MARKS 4096
+static double mark_t[REPLAY_MARKS];
+static gh_tmgr_stats_t mark_s[3];
+static size_t n_marks;
+
+static void mark_step(gh_tmgr_t* tm) {
+  if (n_marks < REPLAY_MARKS) mark_t[n_marks] = now_s();
+  if (n_marks == 2) gh_tmgr_stats(tm, &mark_s[0]);
+  n_marks++;
+}
+
+static void report_steps(gh_tmgr_t* tm) {
+  const size_t n = n_marks < REPLAY_MARKS ? n_marks : REPLAY_MARKS;
+  if (n < 4) {
+    printf("steps: %zu marks, too few to time (at least 4)\n", n);
+    return;
+  }
+  gh_tmgr_stats(tm, &mark_s[1]);
+  const size_t steps = n - 3;  /* from mark 2 to mark n - 1 */
+  double* d = malloc(steps * sizeof *d);
+  if (!d) return;
+  for (size_t i = 0; i < steps; i++) d[i] = 1e3 * (mark_t[i + 3] - mark_t[i + 2]);
+  qsort(d, steps, sizeof *d, cmp_double);
+  const double per = 1e-6 / (double)steps;
+  uint64_t vmm = 0;
+  for (int k = 0; k < GH_VMM_OP_COUNT; k++) vmm += mark_s[1].vmm_ns[k] - mark_s[0].vmm_ns[k];
+  printf("host time a step: median %.2f ms (min %.2f, max %.2f) over %zu steps; of it, a step: "
+         "physical-memory calls %.2f ms (map %.2f, unmap %.2f, create %.2f, release %.2f), moves %.2f ms, "
+         "stream waits %.2f ms\n",
+         d[steps / 2], d[0], d[steps - 1], steps, (double)vmm * per,
+         (double)(mark_s[1].vmm_ns[GH_VMM_MAP] - mark_s[0].vmm_ns[GH_VMM_MAP]) * per,
+         (double)(mark_s[1].vmm_ns[GH_VMM_UNMAP] - mark_s[0].vmm_ns[GH_VMM_UNMAP]) * per,
+         (double)(mark_s[1].vmm_ns[GH_VMM_CREATE] - mark_s[0].vmm_ns[GH_VMM_CREATE]) * per,
+         (double)(mark_s[1].vmm_ns[GH_VMM_RELEASE] - mark_s[0].vmm_ns[GH_VMM_RELEASE]) * per,
+         (double)(mark_s[1].move_ns - mark_s[0].move_ns) * per,
+         (double)(mark_s[1].stream_wait_ns - mark_s[0].stream_wait_ns) * per);
+  printf("a step: map %.1f, unmap %.1f, create %.1f, release %.1f calls; %.3f GB moved\n",
+         (double)(mark_s[1].vmm_calls[GH_VMM_MAP] - mark_s[0].vmm_calls[GH_VMM_MAP]) / (double)steps,
+         (double)(mark_s[1].vmm_calls[GH_VMM_UNMAP] - mark_s[0].vmm_calls[GH_VMM_UNMAP]) / (double)steps,
+         (double)(mark_s[1].vmm_calls[GH_VMM_CREATE] - mark_s[0].vmm_calls[GH_VMM_CREATE]) / (double)steps,
+         (double)(mark_s[1].vmm_calls[GH_VMM_RELEASE] - mark_s[0].vmm_calls[GH_VMM_RELEASE]) / (double)steps,
+         1e-9 * (double)(mark_s[1].bytes_evicted + mark_s[1].bytes_restored - mark_s[0].bytes_evicted -
+                         mark_s[0].bytes_restored) / (double)steps);
+  free(d);
 }
 
 static void usage(const char* argv0) {
   fprintf(stderr,
-          "usage: %s TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F|auto] [--lag L] [--check]\n", argv0);
+          "usage: %s TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F|auto] [--lag L] [--check]\n"
+          "       [--cuda] [--step-bytes B]\n",
+          argv0);
   exit(2);
 }
 
@@ -93,8 +187,11 @@ int main(int argc, char** argv) {
   unsigned long chunk = 0, lag = 2;
   int chunk_auto = 0;
   int check = 0;
+  unsigned long long step_bytes = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
+    else if (!strcmp(argv[i], "--cuda")) on_cuda = 1;
+    else if (i + 1 < argc && !strcmp(argv[i], "--step-bytes")) step_bytes = strtoull(argv[++i], NULL, 10);
     else if (i + 1 < argc && !strcmp(argv[i], "--device-mib")) dev_mib = atof(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--host-mib")) host_mib = atof(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--low")) low = atof(argv[++i]);
@@ -103,6 +200,12 @@ int main(int argc, char** argv) {
     else if (i + 1 < argc && !strcmp(argv[i], "--lag")) lag = strtoul(argv[++i], NULL, 10);
     else usage(argv[0]);
   }
+#ifndef GH_REPLAY_CUDA
+  if (on_cuda) {
+    fprintf(stderr, "replay_trace: --cuda needs the CUDA build (bench/replay_trace_cuda)\n");
+    return 2;
+  }
+#endif
   FILE* f = fopen(path, "r");
   if (!f) {
     fprintf(stderr, "replay_trace: %s: %s\n", path, strerror(errno));
@@ -119,7 +222,7 @@ int main(int argc, char** argv) {
   }
   gh_tmgr_options_t o;
   gh_tmgr_options_init(&o);
-  o.backend = GH_BACKEND_SIM;
+  o.backend = on_cuda ? GH_BACKEND_CUDA_VMM : GH_BACKEND_SIM;
   o.device_budget = dev_mib > 0 ? (size_t)(dev_mib * (double)MiB) : (size_t)dev_b;
   o.host_budget = host_mib > 0 ? (size_t)(host_mib * (double)MiB) : (size_t)host_b;
   o.low_watermark = low > 0 ? low : tlow;
@@ -131,8 +234,9 @@ int main(int argc, char** argv) {
   }
   /* The simulated tiers a little larger than the budgets, as in the tests:
    * the manager's accounting must keep within them. */
-  _gh_tmgr_sim_configure(tm, (uint32_t)lag, o.device_budget / GH_SIM_FRAME_BYTES + 4,
-                         o.host_budget / GH_SIM_FRAME_BYTES + 4);
+  if (!on_cuda)
+    _gh_tmgr_sim_configure(tm, (uint32_t)lag, o.device_budget / GH_SIM_FRAME_BYTES + 4,
+                           o.host_budget / GH_SIM_FRAME_BYTES + 4);
   const size_t ch = chunk_auto ? 0 : chunk ? chunk : (size_t)tchunk;
   if (ch && _gh_tmgr_set_chunk(tm, ch) != GH_OK) {
     fprintf(stderr, "replay_trace: chunk %zu: %s\n", ch, gh_last_error_detail());
@@ -159,6 +263,7 @@ int main(int argc, char** argv) {
       case 'a': {
         if (sscanf(line + 1, "%llx %llu %llu %llu %d", &p, &a1, &a2, &a3, &want) != 5) goto bad;
         void* q = NULL;
+        if (step_bytes && a1 == step_bytes) mark_step(tm);
         got = gh_tensor_alloc(tm, (size_t)a1, (gh_kind_t)a2, stream_of(a3), &q);
         if (got == GH_OK && p) tab_put(p, q);
         break;
@@ -241,6 +346,15 @@ int main(int argc, char** argv) {
   fclose(f);
   free(line);
   free(many);
+  const double t_calls = now_s();
+#ifdef GH_REPLAY_CUDA
+  if (on_cuda && cudaDeviceSynchronize() != cudaSuccess) {
+    fprintf(stderr, "replay_trace: cudaDeviceSynchronize failed\n");
+    return 2;
+  }
+#endif
+  if (on_cuda) printf("replay_trace: the GPU finished %.1f ms after the last call\n", 1e3 * (now_s() - t_calls));
+  if (step_bytes) report_steps(tm);
   gh_tmgr_stats_t s;
   gh_tmgr_stats(tm, &s);
   const char* ops[GH_VMM_OP_COUNT] = {"create", "release", "map", "unmap"};
@@ -275,5 +389,9 @@ int main(int argc, char** argv) {
   }
   gh_tmgr_destroy(tm);
   free(tab);
+#ifdef GH_REPLAY_CUDA
+  for (size_t i = 0; i < REPLAY_STREAMS; i++)
+    if (cuda_streams[i]) (void)cudaStreamDestroy(cuda_streams[i]);
+#endif
   return rc;
 }

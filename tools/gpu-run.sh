@@ -2,8 +2,8 @@
 # One visit to the GPU machine: build, GPU tests, stress, benchmarks, with
 # logs and results under $OUT (or ./gpu-out). GH_REV names the revision
 # where the copy has no git metadata. Stages: build tests sanitizer
-# stress bench (default), and efficiency, evict, tensor, python. Each stage is
-# time-limited and logs per line.
+# stress bench (default), and efficiency, evict, tensor, python, replay. Each
+# stage is time-limited and logs per line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . tools/env.sh
@@ -58,6 +58,21 @@ for stage in $stages; do
       timeout 300 python3 -u python/tests/gpu_train.py --steps 20 --time-limit 90 --csv "$out/torch-h200.csv" \
         --snapshot-dir "$out/frames" 2>&1 | tee "$out/gpu_train.log" | grep -E "ms/step|PASS|FAIL|peak|offload counters"
       timeout 100 python3 -u python/tests/gpu_cupy.py --time-limit 80 2>&1 | tee "$out/gpu_cupy.log" | tail -2 ;;
+    replay)
+      # The manager alone: config (c) of gpu_train.py recorded (GPUHEAP_TRACE),
+      # then its calls replayed on the GPU's frames with no kernels and no
+      # framework (bench/replay_trace_cuda), the chunk following the tensors
+      # and fixed at 16; a size asked for once a step marks the steps.
+      export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
+      GPUHEAP_TRACE=$out/c.ghtrace timeout 150 python3 -u python/tests/gpu_train.py --only c --steps 20 \
+        > "$out/replay-train.log" 2>&1
+      grep -E "ms/step" "$out/replay-train.log"
+      mark=$(awk '$1 == "a" && $3 >= 1048576 {print $3}' "$out/c.ghtrace" | sort | uniq -c | awk '$1 == 20 {print $2; exit}')
+      for ch in auto 16; do
+        echo "-- chunk $ch, step mark ${mark:-none}"
+        timeout 120 ./build-gpu/bench/replay_trace_cuda "$out/c.ghtrace" --cuda --chunk $ch ${mark:+--step-bytes $mark}
+      done 2>&1 | tee "$out/replay.log"
+      xz -f "$out/c.ghtrace" ;;
     bench)
       timeout 300 ./build-gpu/bench/gh_bench --benchmark_out="$out/bench.json" --benchmark_out_format=json \
         --benchmark_counters_tabular=true 2>&1 | tee "$out/bench.log" | grep -E "median|ERROR" | head -60 ;;
