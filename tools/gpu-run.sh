@@ -64,7 +64,7 @@ for stage in $stages; do
       # framework (bench/replay_trace_cuda), the chunk following the tensors
       # and fixed at 16; a size asked for once a step marks the steps.
       export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
-      GPUHEAP_TRACE=$out/c.ghtrace timeout 150 python3 -u python/tests/gpu_train.py --only c --steps 20 \
+      GPUHEAP_TRACE=$out/c.ghtrace timeout 150 python3 -u python/tests/gpu_train.py --only c --steps 20 --peak "${PEAK:-1482845601}" \
         > "$out/replay-train.log" 2>&1
       grep -E "ms/step" "$out/replay-train.log"
       mark=$(awk '$1 == "a" && $3 >= 1048576 {print $3}' "$out/c.ghtrace" | sort | uniq -c | awk '$1 == 20 {print $2; exit}')
