@@ -65,12 +65,16 @@ for stage in $stages; do
       # and fixed at 16; a size asked for once a step marks the steps.
       export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
       GPUHEAP_TRACE=$out/c.ghtrace timeout 150 python3 -u python/tests/gpu_train.py --only c --steps 20 --peak "${PEAK:-1482845601}" \
-        > "$out/replay-train.log" 2>&1
+        --out "$out/replay-train.json" > "$out/replay-train.log" 2>&1
       grep -E "ms/step" "$out/replay-train.log"
       mark=$(awk '$1 == "a" && $3 >= 1048576 {print $3}' "$out/c.ghtrace" | sort | uniq -c | awk '$1 == 20 {print $2; exit}')
-      for ch in auto 16; do
-        echo "-- chunk $ch, step mark ${mark:-none}"
-        timeout 120 ./build-gpu/bench/replay_trace_cuda "$out/c.ghtrace" --cuda --chunk $ch ${mark:+--step-bytes $mark}
+      for v in ${REPLAY_VARIANTS:-auto 16}; do
+        # A variant: a chunk (auto, or frames), or NAME=VALUE settings (comma
+        # separated) with the chunk following the tensors.
+        ch=auto env=
+        case $v in *=*) env=${v//,/ } ;; *) ch=$v ;; esac
+        echo "-- chunk $ch ${env:+($env) }step mark ${mark:-none}"
+        env $env timeout 120 ./build-gpu/bench/replay_trace_cuda "$out/c.ghtrace" --cuda --chunk $ch ${mark:+--step-bytes $mark}
       done 2>&1 | tee "$out/replay.log"
       xz -f "$out/c.ghtrace" ;;
     bench)
