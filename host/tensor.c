@@ -131,6 +131,11 @@
 /* Pending frees an allocation looks through (newest first) for a run freed
  * on its own stream (gh_tm_reuse). */
 #define GH_TM_REUSE_SCAN 64
+/* Which cached run is released first for room (gh_tm_cache_victim), and
+ * how many newer runs cached make a run stale (released first whatever
+ * its length). */
+enum { GH_TM_RELEASE_SHORTEST = 0, GH_TM_RELEASE_OLDEST, GH_TM_RELEASE_NEWEST };
+#define GH_TM_CACHE_STALE 256u
 
 /* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
  * for reuse (see the cache below). */
@@ -157,7 +162,7 @@ typedef struct gh_tm_fbatch_s {
  * ch frames. */
 typedef struct gh_tm_crun_s {
   size_t v0, n, ch;
-  uint64_t seq;  /* when it was cached (tm->cache_seq): the oldest is released first */
+  uint64_t seq;  /* when it was cached (tm->cache_seq): the oldest of a length is released first */
 } gh_tm_crun_t;
 
 struct gh_tensor_s {
@@ -275,7 +280,7 @@ struct gh_tmgr_s {
   size_t n_cache, cap_cache;
   size_t cached;                     /* device frames held by the cache: CACHE vframes + empty slabs */
   uint64_t cache_seq;                /* runs cached so far */
-  int cache_newest_first;            /* GPUHEAP_CACHE_RELEASE_NEWEST=1: the former release order */
+  int cache_release;                 /* GH_TM_RELEASE_*: which cached run goes first (gh_tm_cache_victim) */
   int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
@@ -1805,17 +1810,36 @@ static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, si
   return 1;
 }
 
+/* The cached run to release first (n_cache > 0). By default the shortest,
+ * the oldest among equals: a run released is mapped again, a call per
+ * allocation, when its size is next asked for, so the runs of fewest
+ * allocations are the cheapest to lose, and the long ones stay for the
+ * long tensors of the next step (on the replay of the training run, a
+ * sixth fewer device allocations mapped and unmapped than releasing the
+ * oldest first: bench/NOTES.md, host side, row 41). A run that has seen
+ * GH_TM_CACHE_STALE newer ones cached without being taken goes first
+ * whatever its length: its size is no longer asked for. The former orders,
+ * oldest or newest first, for comparisons: GPUHEAP_CACHE_RELEASE. */
+static size_t gh_tm_cache_victim(const gh_tmgr_t* tm) {
+  size_t old = 0, newest = 0, best = 0;
+  for (size_t j = 1; j < tm->n_cache; j++) {
+    const gh_tm_crun_t *e = &tm->cache[j], *b = &tm->cache[best];
+    if (e->seq < tm->cache[old].seq) old = j;
+    if (e->seq > tm->cache[newest].seq) newest = j;
+    if (e->n < b->n || (e->n == b->n && e->seq < b->seq)) best = j;
+  }
+  if (tm->cache_release == GH_TM_RELEASE_NEWEST) return newest;
+  if (tm->cache_release == GH_TM_RELEASE_OLDEST || tm->cache_seq - tm->cache[old].seq > GH_TM_CACHE_STALE) return old;
+  return best;
+}
+
 /* Unmap and release cached frames, at least `want` of them if there are
- * (SIZE_MAX: all): cached runs first, then empty slabs. Returns the frames
- * released. */
+ * (SIZE_MAX: all): cached runs first (gh_tm_cache_victim), then empty
+ * slabs. Returns the frames released. */
 static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
   size_t freed = 0;
   while (tm->n_cache && freed < want) {
-    /* The oldest run: sizes asked for again are taken before they age. */
-    size_t i = tm->n_cache - 1;
-    if (!tm->cache_newest_first)
-      for (size_t j = 0; j < tm->n_cache; j++)
-        if (tm->cache[j].seq < tm->cache[i].seq) i = j;
+    const size_t i = gh_tm_cache_victim(tm);
     const gh_tm_crun_t e = tm->cache[i];
     tm->cache[i] = tm->cache[--tm->n_cache];
     gh_tm_vframes_drop(tm, e.v0, e.n);
@@ -2318,8 +2342,13 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * order against what they replaced (bench/NOTES.md, host side, row 19). */
     const char* sp = getenv("GPUHEAP_DEVICE_SPARES");
     tm->spares_off = sp && *sp == '0';
+    /* GPUHEAP_CACHE_RELEASE=oldest|newest: the cache's former release
+     * orders (rows 19 and 41); GPUHEAP_CACHE_RELEASE_NEWEST=1 is newest. */
+    const char* cr = getenv("GPUHEAP_CACHE_RELEASE");
     const char* cn = getenv("GPUHEAP_CACHE_RELEASE_NEWEST");
-    tm->cache_newest_first = cn && *cn && *cn != '0';
+    tm->cache_release = cr && !strcmp(cr, "oldest")               ? GH_TM_RELEASE_OLDEST
+                        : (cr && !strcmp(cr, "newest")) || (cn && *cn && *cn != '0') ? GH_TM_RELEASE_NEWEST
+                                                                                        : GH_TM_RELEASE_SHORTEST;
     /* GPUHEAP_DEVICE_ALIASES=0: moves map every device allocation at a
      * staging window (the former way), for comparisons (bench/NOTES.md,
      * host side, row 23). */

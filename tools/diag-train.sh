@@ -12,7 +12,9 @@
 # off / on, row 30; c-mv0* / c-mv1*: the mover off / on, row 31; c-quiet*:
 # the offload context's quiet advice; c-pdN*: prefetch distance N, row 33;
 # c-ca0* / c-ca1*: the chunk fixed at 16 / following the tensors, row 36;
-# c-pa0* / c-pa1*: the offload context's prefetch ahead off / on, row 37).
+# c-pa0* / c-pa1*: the offload context's prefetch ahead off / on, row 37;
+# c-cro* / c-crs*: the cache releasing its oldest / shortest runs first,
+# row 41).
 # Needs build-gpu/libgpuheap.so; logs under $OUT (or ./gpu-out), one tarball.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +57,8 @@ for v in ${DIAG:-c0 c-nomove a0 b0 c-prof a-prof}; do
     c-ca1*) g "$v" --only c --steps 20 ;;
     c-pa0*) g "$v" --only c --steps 20 --no-prefetch-ahead ;;
     c-pa1*) g "$v" --only c --steps 20 ;;
+    c-cro*) GPUHEAP_CACHE_RELEASE=oldest g "$v" --only c --steps 20 ;;
+    c-crs*) g "$v" --only c --steps 20 ;;
     c-da0*) GPUHEAP_DEVICE_ALIASES=0 g "$v" --only c --steps 20 ;;
     c-da1*) g "$v" --only c --steps 20 ;;
     c-ssr0*) GPUHEAP_SAME_STREAM_REUSE=0 g "$v" --only c --steps 20 ;;

@@ -1514,38 +1514,89 @@ static void victims_fit_host(void) {
   free(m.t);
 }
 
-/* Device allocations given back are kept as spares for the next one of
- * their size (no create, no release), within the budget, and given back by
- * empty_cache; the cache releases its oldest run first. Counted through the
- * stats' physical-memory calls, which the simulation makes too. */
-static void spares(void) {
+/* The cache's release order (gh_tm_cache_victim): a (4 frames) and b (2
+ * frames) cached, a first (b first for "newest"); a request of 3 frames
+ * fits neither and needs room. `policy` NULL (the default): the shorter b
+ * goes and a stays; "oldest" and "newest": a goes and b stays. Then a run
+ * of the size left takes it, with no provider call. */
+static void cache_order(const char* policy) {
+  if (policy) setenv("GPUHEAP_CACHE_RELEASE", policy, 1);
   gh_tmgr_t* tm = make_tm(16, 64, 0, 0); /* 8 device frames */
+  if (policy) unsetenv("GPUHEAP_CACHE_RELEASE");
   if (!tm) return;
+  const int keep_a = !policy, b_first = policy && !strcmp(policy, "newest");
   gh_tmgr_stats_t st;
-  void *a = NULL, *b = NULL, *x = NULL, *e = NULL, *f = NULL;
-  /* The cache's order: a (4 frames, older) and b (2 frames) cached; a
-   * request of 3 frames fits neither and needs room: a goes, b stays. */
+  void *a = NULL, *b = NULL, *x = NULL, *y = NULL;
   CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK);
   CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK);
-  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
+  CHECK(gh_tensor_free(tm, b_first ? b : a, NULL) == GH_OK);
   settle(tm);
-  CHECK(gh_tensor_free(tm, b, NULL) == GH_OK);
+  CHECK(gh_tensor_free(tm, b_first ? a : b, NULL) == GH_OK);
   settle(tm);
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
   CHECK_EQ_U64(st.cached_frames, 6);
   CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, NULL, &x) == GH_OK);
   CHECK(tier_of(tm, x) == GH_TIER_DEVICE);
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
-  CHECK_EQ_U64(st.cached_frames, 2);
+  CHECK_EQ_U64(st.cached_frames, keep_a ? 4 : 2);
   CHECK_EQ_U64(st.host_placed_bytes, 0);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
-  void* b2 = NULL;
-  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_WORKSPACE, NULL, &b2) == GH_OK);
-  CHECK(b2 == b); /* the newest run stayed cached */
-  CHECK(gh_tensor_free(tm, b2, NULL) == GH_OK && gh_tensor_free(tm, x, NULL) == GH_OK);
+  const uint64_t maps = st.vmm_calls[GH_VMM_MAP];
+  CHECK(gh_tensor_alloc(tm, keep_a ? 8 * MiB : 4 * MiB, GH_KIND_WORKSPACE, NULL, &y) == GH_OK);
+  CHECK(y == (keep_a ? a : b)); /* the run left stayed cached */
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.vmm_calls[GH_VMM_MAP], maps);
+  CHECK(gh_tensor_free(tm, y, NULL) == GH_OK && gh_tensor_free(tm, x, NULL) == GH_OK);
   settle(tm);
   CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
   CHECK_EQ_U64(sim_dev(tm), 0);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
+/* A long run that outlives GH_TM_CACHE_STALE (256) newer cached runs goes
+ * first, though shorter ones are cached: its size is no longer asked for. */
+static void cache_stale(void) {
+  gh_tmgr_t* tm = make_tm(16, 64, 0, 0); /* 8 device frames */
+  if (!tm) return;
+  gh_tmgr_stats_t st;
+  void *a = NULL, *b = NULL, *x = NULL;
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
+  settle(tm);
+  /* A run of 2 frames cached 300 times (taken back each time). */
+  for (int i = 0; i < 300; i++) {
+    CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK);
+    CHECK(gh_tensor_free(tm, b, NULL) == GH_OK);
+    settle(tm);
+  }
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.cached_frames, 6);
+  /* 3 frames: the stale 4-frame run goes, the newer 2-frame one stays. */
+  CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, NULL, &x) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.cached_frames, 2);
+  void* b2 = NULL;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_WORKSPACE, NULL, &b2) == GH_OK);
+  CHECK(b2 == b);
+  CHECK(gh_tensor_free(tm, b2, NULL) == GH_OK && gh_tensor_free(tm, x, NULL) == GH_OK);
+  settle(tm);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
+/* Device allocations given back are kept as spares for the next one of
+ * their size (no create, no release), within the budget, and given back by
+ * empty_cache. Counted through the stats' physical-memory calls, which the
+ * simulation makes too. */
+static void spares(void) {
+  cache_order(NULL);
+  cache_order("oldest");
+  cache_order("newest");
+  cache_stale();
+  gh_tmgr_t* tm = make_tm(16, 64, 0, 0); /* 8 device frames */
+  if (!tm) return;
+  gh_tmgr_stats_t st;
+  void *e = NULL, *f = NULL;
 
   /* An eviction leaves its device allocation spare; the restore takes it
    * back: no create, no release. */
