@@ -24,7 +24,8 @@
  * streams. --step-bytes B: an allocation of exactly B bytes marks a step
  * (pick a size the program asks for once a step); the host time between
  * marks is reported (median, min, max over the steps after the first two),
- * with the physical-memory calls' share of it. */
+ * with the physical-memory calls' share of it. Exit 77 (skipped) with
+ * --cuda where there is no CUDA device. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -204,6 +205,12 @@ int main(int argc, char** argv) {
   if (on_cuda) {
     fprintf(stderr, "replay_trace: --cuda needs the CUDA build (bench/replay_trace_cuda)\n");
     return 2;
+  }
+#else
+  int devices = 0;
+  if (on_cuda && (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)) {
+    printf("replay_trace: no CUDA device: skipped\n");
+    return 77; /* ctest's skip code */
   }
 #endif
   FILE* f = fopen(path, "r");
