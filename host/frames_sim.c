@@ -109,6 +109,8 @@ struct gh_frames_s {
   uint64_t stream_waits;      /* stream_wait calls */
   uint64_t value_waits;       /* stream_wait_value calls */
   uint32_t fail_map;          /* tests: the fail_map-th map from now fails (0: none) */
+  uint32_t fail_event;        /* tests: the fail_event-th event record from now fails (0: none) */
+  uint64_t events_recorded;   /* event records that succeeded */
 };
 
 static size_t gh_sim_live_all = 0;    /* atomic: frames live over all instances */
@@ -500,6 +502,8 @@ static int gh_sim_stream_wait(gh_frames_t* f, gh_stream_t stream, gh_fevent_t ev
 
 static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* out) {
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim event_record: bad arguments");
+  if (f->fail_event && --f->fail_event == 0)  /* as cudaEventRecord failing: no event */
+    return _gh_error(GH_ERR_CUDA, "sim event_record: refused on purpose (_gh_frames_sim_fail_event)");
   gh_sim_event_t* e = calloc(1, sizeof *e);
   if (!e) return _gh_error(GH_ERR_NOMEM, "sim event_record: out of memory");
   e->covers = gh_sim_front(f, stream);
@@ -509,6 +513,7 @@ static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* 
   e->next = f->events;
   if (e->next) e->next->prev = e;
   f->events = e;
+  f->events_recorded++;
   *out = (gh_fevent_t)e;
   return GH_OK;
 }
@@ -591,6 +596,12 @@ uint64_t _gh_frames_sim_value_waits(gh_frames_t* f) { return f ? f->value_waits 
 
 void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth) {
   if (f) f->fail_map = nth;
+}
+
+uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth) {
+  if (!f) return 0;
+  f->fail_event = nth;
+  return f->events_recorded;
 }
 
 int _gh_frames_sim_held(gh_frames_t* f, gh_stream_t stream) {

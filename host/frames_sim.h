@@ -34,6 +34,10 @@ uint64_t _gh_frames_sim_value_waits(gh_frames_t* f);
  * GH_ERR_DEVICE_NOMEM and maps nothing, as a driver out of memory for
  * page tables would; 0 cancels. */
 void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth);
+/* Tests: the nth event record from now (1: the next) fails with
+ * GH_ERR_CUDA and records nothing, as a failing cudaEventRecord would; 0
+ * cancels. Returns the event records that succeeded so far. */
+uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth);
 int _gh_frames_sim_held(gh_frames_t* f, gh_stream_t stream);
 
 #ifdef __cplusplus

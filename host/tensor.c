@@ -247,6 +247,8 @@ struct gh_tmgr_s {
   size_t alias_one_f;           /* ... then alias_one_f single frames */
   size_t alias_big_hint, alias_one_hint; /* first fit starts: no free alias frame below */
   uint8_t* alias_used;          /* per alias frame */
+  uint8_t* alias_frag;          /* tests: alias frames held to fragment the region (_gh_tmgr_alias_fragment) */
+  size_t alias_held;            /* how many */
   size_t dalias_vf0, dalias_f;  /* device-alias region */
   size_t dalias_hint;           /* no free device-alias frame below it */
   size_t dalias_n;              /* device-alias frames in use */
@@ -2548,6 +2550,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   free(tm->vf);
   free(tm->pool);
   free(tm->alias_used);
+  free(tm->alias_frag);
   free(tm->dalias_used);
   free(tm->buckets);
   free(tm->streams);
@@ -3243,6 +3246,38 @@ int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) {
   return GH_OK;
 }
 
+int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded) {
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
+  pthread_mutex_lock(&tm->mu);
+  uint64_t n = 0;
+  GH_P(tm, (n = _gh_frames_sim_fail_event(tm->fr, nth), GH_OK));
+  pthread_mutex_unlock(&tm->mu);
+  if (recorded) *recorded = n;
+  return GH_OK;
+}
+
+int _gh_tmgr_alias_fragment(gh_tmgr_t* tm, int on) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  int rc = GH_OK;
+  pthread_mutex_lock(&tm->mu);
+  if (on && !tm->alias_frag) {
+    /* Every even frame of the region held (where free): no two free frames
+     * are adjacent, so no allocation of several frames finds an alias. */
+    tm->alias_frag = calloc(tm->alias_big_f ? tm->alias_big_f : 1, 1);
+    if (!tm->alias_frag) rc = _gh_error(GH_ERR_NOMEM, "out of memory");
+    for (size_t a = 0; rc == GH_OK && a < tm->alias_big_f; a += 2)
+      if (!tm->alias_used[a]) tm->alias_used[a] = tm->alias_frag[a] = 1, tm->alias_held++;
+  } else if (!on && tm->alias_frag) {
+    for (size_t a = 0; a < tm->alias_big_f; a++)
+      if (tm->alias_frag[a]) tm->alias_used[a] = 0;
+    free(tm->alias_frag);
+    tm->alias_frag = NULL, tm->alias_held = 0, tm->alias_big_hint = 0;
+  }
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
 int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   if (!tm->mover_on) return _gh_error(GH_ERR_UNSUPPORTED, "the manager runs no mover");
@@ -3429,6 +3464,7 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
                    tm->host_used, tm->host_budget_f);
   /* Every host allocation holds an alias of its size: those mapped in the
    * range, in the pool, and in creation by the pool thread (host_used). */
+  aliases -= tm->alias_held;
   if (rc == GH_OK && aliases != tm->host_used)
     rc = _gh_error(GH_ERR_CORRUPT, "aliases: %zu frames in use, %zu host frames held", aliases, tm->host_used);
   /* The cold list: the live cold tensors, in the order of their marks. */

@@ -59,6 +59,15 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held);
  * mover's included) fails as a driver out of page-table memory would;
  * 0 cancels. */
 int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth);
+/* Tests only, simulation: the nth event record from now fails as a failing
+ * cudaEventRecord would; 0 cancels. *recorded (may be NULL): the event
+ * records that succeeded so far, to count those a call makes. */
+int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded);
+/* Tests only: hold every other free frame of the host-alias region of
+ * allocations of several frames (on), so that none finds an alias by first
+ * fit and host memory comes as single frames (the fall back of a
+ * fragmented region), or let them go (off). */
+int _gh_tmgr_alias_fragment(gh_tmgr_t* tm, int on);
 /* Tests only: hold the mover (it takes no job; a call that must wait for
  * it then waits until released) or let it go on. GH_ERR_UNSUPPORTED when
  * the manager runs no mover (GPUHEAP_MOVER). */

@@ -2049,6 +2049,90 @@ static void prefetch_ahead(void) {
   drain_and_destroy(tm, &m);
 }
 
+/* gh_tensor_prefetch_ahead when the event after its copies cannot be
+ * recorded: the streams wait at once (for the latest batch) instead of at
+ * the next use, and the bytes arrive. The failing record is the last one
+ * the call makes: counted on a first prefetch ahead of the same tensor in
+ * the same state. */
+static void prefetch_ahead_no_event(void) {
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* events never complete by queries alone */
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+  const size_t sz = 4 * MiB;
+  void* a = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  pat_fill(a, 0, sz, 31);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  uint64_t r0 = 0, r1 = 0, w0 = 0, w1 = 0;
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_event(tm, 0, &r0) == GH_OK);
+  CHECK(gh_tensor_prefetch_ahead(tm, a, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_event(tm, 0, &r1) == GH_OK);
+  CHECK(r1 > r0);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK); /* its use */
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 31) == SIZE_MAX);
+  /* Again, the call's last record failing. */
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w0) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_event(tm, (uint32_t)(r1 - r0), NULL) == GH_OK);
+  CHECK(gh_tensor_prefetch_ahead(tm, a, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_event(tm, 0, &r0) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w1) == GH_OK);
+  CHECK(w1 > w0); /* s1 waits now, not at the next use */
+  CHECK(tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 31) == SIZE_MAX);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK); /* nothing left to wait for */
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w0) == GH_OK);
+  CHECK_EQ_U64(w0, w1);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+/* A host-alias region with no room for an allocation of several frames
+ * (held apart by _gh_tmgr_alias_fragment): an eviction takes host memory
+ * as single frames, each at its own alias, and every byte comes back; with
+ * the region whole again, one allocation of the unit's size. */
+static void host_alias_fragmented(void) {
+  gh_tmgr_t* tm = make_tm(16, 64, 0, 0);
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 4) == GH_OK);
+  const size_t sz = 8 * MiB; /* one unit of 4 frames */
+  void* a = NULL;
+  gh_tmgr_stats_t st;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK);
+  pat_fill(a, 0, sz, 41);
+  CHECK(_gh_tmgr_alias_fragment(tm, 1) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  uint64_t creates = st.vmm_calls[GH_VMM_CREATE];
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(tier_of(tm, a) == GH_TIER_HOST);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.vmm_calls[GH_VMM_CREATE] - creates, 4); /* four single frames */
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, a, NULL) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 41) == SIZE_MAX);
+  CHECK(_gh_tmgr_alias_fragment(tm, 0) == GH_OK);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  creates = st.vmm_calls[GH_VMM_CREATE];
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.vmm_calls[GH_VMM_CREATE] - creates, 1); /* one allocation of 4 frames */
+  CHECK(gh_tensor_prefetch(tm, a, NULL) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 41) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 static void ordered_moves(void) {
   ordered_moves_one(1, 0);
   ordered_moves_one(0, 0);
@@ -2271,6 +2355,8 @@ int main(int argc, char** argv) {
   same_stream_reuse();
   ordered_moves();
   prefetch_ahead();
+  prefetch_ahead_no_event();
+  host_alias_fragmented();
   failed_maps();
   cache_shortest();
   early_flush();
