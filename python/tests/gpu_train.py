@@ -77,7 +77,7 @@ def parse_args(argv=None):
     ap.add_argument("--time-limit", type=float, default=300, help="seconds per config process")
     ap.add_argument("--only", choices=sorted(CONFIGS), help="run one config in this process (internal)")
     ap.add_argument("--peak", type=int, default=0, help="(a)'s peak bytes, for (c) (internal)")
-    ap.add_argument("--out", help="the child's JSON result (internal)")
+    ap.add_argument("--out", help="the child's JSON result (with --only: optional)")
     return ap.parse_args(argv)
 
 
@@ -303,8 +303,9 @@ def child(a):
         result["memory_stats"] = dict(ght.memory_stats())
         if off is not None:
             result["offload"] = dict(off.counters)
-    with open(a.out, "w") as f:
-        json.dump(result, f, indent=1)
+    if a.out:  # --only without --out: the log lines below only
+        with open(a.out, "w") as f:
+            json.dump(result, f, indent=1)
     log(f"gpu_train[{cfg}] ({CONFIGS[cfg]}): {result['steps_done']} steps, {result['ms_per_step']:.2f} ms/step, "
         f"{result['bytes_moved_per_step'] / 1e9:.3f} GB moved/step")
     if result.get("per_step"):
