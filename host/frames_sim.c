@@ -598,6 +598,12 @@ void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth) {
   if (f) f->fail_map = nth;
 }
 
+int _gh_frames_sim_mapped(gh_frames_t* f, const void* va) {
+  const uint8_t* p = va;
+  if (!f || p < f->base || p >= f->base + f->bytes) return 0;
+  return f->mapped[(size_t)(p - f->base) / f->frame] != 0;
+}
+
 uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth) {
   if (!f) return 0;
   f->fail_event = nth;

@@ -38,6 +38,8 @@ void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth);
  * GH_ERR_CUDA and records nothing, as a failing cudaEventRecord would; 0
  * cancels. Returns the event records that succeeded so far. */
 uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth);
+/* Tests: whether the frame holding va (frame-aligned or not) is mapped. */
+int _gh_frames_sim_mapped(gh_frames_t* f, const void* va);
 int _gh_frames_sim_held(gh_frames_t* f, gh_stream_t stream);
 
 #ifdef __cplusplus

@@ -213,6 +213,7 @@ typedef struct gh_vframe_s {
   uint8_t tier, role, kind;
   uint8_t clock;        /* CLOCK credits */
   uint8_t mark;         /* chosen as a victim in this batch */
+  uint8_t homeless;     /* on the host with its home unmapped (a quiet run's unit: gh_tm_homeless_ok) */
   uint32_t born;        /* the eviction batch (tm->evict_gen) in which it last got device memory */
   uint32_t live;        /* tensors with bytes here, pending ones included */
   uint32_t pending;     /* ... of which freed, waiting for their event */
@@ -290,6 +291,8 @@ struct gh_tmgr_s {
   size_t n_spare, cap_spare, spare_f;
   int spares_off;                    /* GPUHEAP_DEVICE_SPARES=0 */
   int dalias_off;                    /* GPUHEAP_DEVICE_ALIASES=0: moves stage every device allocation */
+  int homeless_off;                  /* GPUHEAP_HOMELESS=0: quiet tensors' homes are mapped as others' */
+  uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
   /* Ordered moves (gh_tm_move_units): the calls that allow them set
    * `ordered` for their duration; ordered_ev is the event after the
    * copies of the latest ordered batch (0 once seen complete), which host
@@ -806,29 +809,41 @@ static void gh_tm_cold_unlink(gh_tmgr_t* tm, gh_tensor_t* t) {
 }
 static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int warm_d, int pins_d, int pend_d);
 
-/* Forget a quiet advice (its events). */
-static void gh_tm_unquiet(gh_tmgr_t* tm, gh_tensor_t* t) {
-  if (!t->quiet) return;
+static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t);
+
+/* Forget a quiet advice (its events). remap: a live tensor's promise ends,
+ * so its homeless units get their host memory mapped at home first
+ * (gh_tm_home_back); when that fails the advice stays (the tensor still
+ * quiet, its error returned). A freed tensor's need no remap. */
+static int gh_tm_unquiet(gh_tmgr_t* tm, gh_tensor_t* t, int remap) {
+  if (!t->quiet) return GH_OK;
+  if (remap) {
+    const int rc = gh_tm_home_back(tm, t);
+    if (rc != GH_OK) return rc;
+  }
   for (unsigned i = 0; i < t->quiet; i++) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[i]));
   memset(t->quiet_ev, 0, sizeof t->quiet_ev);
   t->quiet = 0;
+  return GH_OK;
 }
 
 /* Mark a live tensor cold (a new mark: to the tail of the cold list, also
  * when it was cold already) or warm again, keeping its frames' warm counts. */
-static void gh_tm_set_cold(gh_tmgr_t* tm, gh_tensor_t* t, int cold) {
-  gh_tm_unquiet(tm, t);  /* any new advice or use ends a quiet one */
+static int gh_tm_set_cold(gh_tmgr_t* tm, gh_tensor_t* t, int cold) {
+  const int rc = gh_tm_unquiet(tm, t, 1);  /* any new advice or use ends a quiet one */
+  if (rc != GH_OK) return rc;
   if (t->cold) gh_tm_cold_unlink(tm, t);
   if (t->cold != !!cold) gh_tm_tensor_frames(tm, t, 0, cold ? -1 : +1, 0, 0);
   t->cold = (uint8_t)!!cold;
   if (!cold) {
     t->cold_seq = 0;
-    return;
+    return GH_OK;
   }
   t->cold_seq = ++tm->cold_seq;
   t->cnext = NULL, t->cprev = tm->cold_tail;
   if (tm->cold_tail) tm->cold_tail->cnext = t; else tm->cold_head = t;
   tm->cold_tail = t;
+  return GH_OK;
 }
 
 /* A bad pointer: freed already (recently) or no tensor's start. */
@@ -1225,7 +1240,13 @@ static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* 
 /* Unmap vframes [v, v + n) (all mapped, whole allocations) and give back
  * their allocations. */
 static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
-  GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, v), n));
+  for (size_t i = v, end = v + n; i < end;) {  /* the mapped stretches (homeless units are whole) */
+    size_t j = i;
+    while (j < end && !tm->vf[j].homeless) j++;
+    if (j > i) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, i), j - i));
+    while (j < end && tm->vf[j].homeless) j++;
+    i = j;
+  }
   for (size_t i = v; i < v + n; i++) {
     gh_vframe_t* f = &tm->vf[i];
     gh_tm_count(tm, f, -1);
@@ -1283,6 +1304,7 @@ typedef struct gh_tm_step_s {
   size_t npa, nold;
   gh_fevent_t ev;
   uint8_t* stage;  /* the device allocation's staging window, when it has no alias */
+  uint8_t from_homeless, to_homeless;  /* the unit's home was / is left unmapped (gh_tm_homeless_ok) */
 } gh_tm_step_t;
 
 /* The unit of vframe v. */
@@ -1304,10 +1326,55 @@ static int gh_tm_home_map(gh_tmgr_t* tm, const gh_tm_unit_t* u, const gh_tm_pa_t
   return GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, u->v0), pfs, n));
 }
 
-/* Put unit u's old backing back at its home, which holds the new one. */
+/* Put unit u's old backing back at its home, which holds the new one (or
+ * nothing: a homeless eviction); a homeless unit's restore leaves it
+ * unmapped again. */
 static void gh_tm_home_undo(gh_tmgr_t* tm, const gh_tm_unit_t* u, const gh_tm_step_t* st) {
-  if (GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, u->v0), u->k)) == GH_OK)
+  if (st->to_homeless) {
     gh_tm_home_map(tm, u, st->old, st->nold);
+    return;
+  }
+  if (GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, u->v0), u->k)) == GH_OK && !st->from_homeless)
+    gh_tm_home_map(tm, u, st->old, st->nold);
+}
+
+/* Homeless evictions. A unit of a run whose tensor is quiet (advised
+ * GH_ADVICE_QUIET: nothing touches it until its next prefetch, pin,
+ * advice or free) is evicted with its home left unmapped: the copy goes
+ * alias to alias, and no host memory is mapped at home, which costs the
+ * driver ~41 us a 2 MiB frame (cuMemSetAccess), nor unmapped from it at
+ * the restore (~16 us): ~57 us a frame moved out and back, 19 ms a step
+ * of (c) in bench/NOTES.md (host side, rows 36 and 43). The restore maps
+ * the device memory there as ever; an advice or use that ends the promise
+ * first maps the host memory at home (gh_tm_home_back), so that a kernel
+ * reads it over PCIe as any evicted tensor's. A kernel that touches a
+ * homeless home faults: that is what a broken quiet promise costs.
+ * GPUHEAP_HOMELESS=0 maps homes as for other tensors; the mover keeps
+ * them mapped too (its remaps are queued as pairs). */
+static int gh_tm_homeless_ok(const gh_tmgr_t* tm, const gh_tm_unit_t* u) {
+  const gh_vframe_t* f = &tm->vf[u->v0];
+  return !tm->homeless_off && !tm->mover_on && f->role == GH_VF_RUN && f->tensors && f->tensors->quiet &&
+         f->tensors->state == GH_T_LIVE;
+}
+
+/* Map the host memory of t's homeless units at their homes (the quiet
+ * promise ends). */
+static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t) {
+  int rc = GH_OK;
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
+    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    if (tm->vf[u.v0].homeless) {
+      gh_tm_pa_t pas[GH_TM_CHUNK_MAX];
+      const size_t n = gh_tm_vf_pas(tm, u.v0, u.k, pas);
+      const int r = gh_tm_home_map(tm, &u, pas, n);
+      if (r == GH_OK)
+        for (size_t k = 0; k < u.k; k++) tm->vf[u.v0 + k].homeless = 0;
+      else if (rc == GH_OK)
+        rc = r;
+    }
+    v = u.v0 + u.k;
+  }
+  return rc;
 }
 
 /* Start moving unit u into tier `to`, staging window `slot`: 1 when its
@@ -1317,6 +1384,8 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
                             int mover) {
   uint8_t* home = gh_tm_va(tm, u->v0);
   st->ev = 0, st->stage = NULL;
+  st->from_homeless = to == GH_TIER_DEVICE && tm->vf[u->v0].homeless;
+  st->to_homeless = to == GH_TIER_HOST && !mover && gh_tm_homeless_ok(tm, u);
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
   if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &tm->copy_stream) != GH_OK) return 0;
   /* The device side is one allocation (a chunk's, or a slab's frame:
@@ -1359,10 +1428,10 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   if (rc == GH_OK && mover) {
     gh_tm_mover_push(tm, home, u->k, st->pa, st->npa, 0);
   } else if (rc == GH_OK) {
-    rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
-    if (rc == GH_OK) {
+    if (!st->from_homeless) rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
+    if (rc == GH_OK && !st->to_homeless) {
       rc = gh_tm_home_map(tm, u, st->pa, st->npa);
-      if (rc != GH_OK) gh_tm_home_map(tm, u, st->old, st->nold);  /* put the old backing back */
+      if (rc != GH_OK && !st->from_homeless) gh_tm_home_map(tm, u, st->old, st->nold);  /* put the old backing back */
     }
   }
   if (rc != GH_OK) {
@@ -1406,8 +1475,10 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   for (size_t v = u->v0; v < u->v0 + u->k; v++) {
     gh_vframe_t* f = &tm->vf[v];
     gh_tm_count(tm, f, +1);
+    f->homeless = st->to_homeless;
     if (to == GH_TIER_DEVICE) f->clock = gh_tm_credit(f->kind), f->born = tm->evict_gen;
   }
+  if (st->to_homeless) tm->homeless_frames += u->k;
   if (to == GH_TIER_HOST)
     tm->evictions += u->k, tm->bytes_evicted += u->k * tm->frame;
   else
@@ -2356,6 +2427,8 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * host side, row 23). */
     const char* da = getenv("GPUHEAP_DEVICE_ALIASES");
     tm->dalias_off = da && *da == '0';
+    const char* hl = getenv("GPUHEAP_HOMELESS");
+    tm->homeless_off = hl && *hl == '0';
     /* A run freed on a stream goes to the next allocation of about its
      * size on that stream before its event (gh_tm_reuse);
      * GPUHEAP_SAME_STREAM_REUSE=0 turns it off, for comparisons
@@ -2524,7 +2597,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       gh_tensor_t* t = tm->live_head;
       gh_tm_list_unlink(&tm->live_head, t);
       gh_tm_hash_remove(tm, t);
-      gh_tm_unquiet(tm, t);
+      gh_tm_unquiet(tm, t, 0);
       if (t->ahead_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, t->ahead_ev));  /* its copy: before ordered_ev's */
       gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
       gh_tm_reclaim_tensor(tm, t);
@@ -2689,7 +2762,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     tm->live_bytes -= t->bytes;
     if (t->pins) tm->pinned_tensors--;
     if (t->cold) gh_tm_cold_unlink(tm, t);
-    gh_tm_unquiet(tm, t);
+    gh_tm_unquiet(tm, t, 0);  /* freed: its homeless units stay unmapped until reclaimed */
     t->unsettled = GH_TM_UNSETTLED | (t->cold ? 0 : GH_TM_UNSETTLED_WARM) | (t->pins ? GH_TM_UNSETTLED_PINNED : 0);
     tm->n_unsettled++;
     t->pins = 0;
@@ -2721,10 +2794,10 @@ static gh_tensor_t* gh_tm_enter(gh_tmgr_t* tm, const void* ptr, const char* what
 /* What a prefetch does to a tensor once its frames moved (its stream was
  * added before, a quiet advice counted for the move): the cold mark and a
  * quiet advice go, its frames get the most credits. */
-static void gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t) {
-  gh_tm_set_cold(tm, t, 0);
+static int gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t) {
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++)
     if (tm->vf[v].clock < gh_tm_credit(GH_KIND_WEIGHTS)) tm->vf[v].clock = gh_tm_credit(GH_KIND_WEIGHTS);
+  return gh_tm_set_cold(tm, t, 0);  /* fails only where a unit stayed homeless and could not be mapped */
 }
 
 /* gh_tensor_prefetch, and with `ahead` gh_tensor_prefetch_ahead: when the
@@ -2765,7 +2838,8 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
         if (!gh_tm_ordered_done(tm)) gh_tm_tensor_wait(tm, t, &stream, tm->ordered_ev);  /* the latest batch */
       }
     }
-    gh_tm_prefetch_mark(tm, t);
+    const int mrc = gh_tm_prefetch_mark(tm, t);
+    if (rc == GH_OK) rc = mrc;
   }
   gh_tm_trace(tm, "%c %llx %zu %d\n", ahead ? 'h' : 'p', GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
   pthread_mutex_unlock(&tm->mu);
@@ -2821,7 +2895,8 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
     tm->ordered = 0;
     for (size_t i = 0; i < n; i++) {
       for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 0;
-      gh_tm_prefetch_mark(tm, ts[i]);
+      const int mrc = gh_tm_prefetch_mark(tm, ts[i]);
+      if (rc == GH_OK) rc = mrc;
     }
   }
   free(units);
@@ -2836,8 +2911,8 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   int rc;
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_evict", &rc);
   if (rc == GH_OK && t->pins) rc = _gh_error(GH_ERR_PINNED, "gh_tensor_evict: %p is pinned", ptr);
+  if (rc == GH_OK) rc = gh_tm_set_cold(tm, t, 1);
   if (rc == GH_OK) {
-    gh_tm_set_cold(tm, t, 1);
     /* Its units whose tensors are all cold, in one pipelined batch (best
      * effort: a full host tier moves fewer). */
     gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
@@ -2863,12 +2938,14 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
   if ((unsigned)advice >= GH_ADVICE_COUNT) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: advice %d", (int)advice);
   int rc;
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_advise", &rc);
+  /* A mark only: nothing moves and no stream is waited for (a homeless
+   * tensor's host memory is mapped at home first: its quiet advice ends).
+   * Cold: its frames lose their CLOCK credits (a shared frame with a warm
+   * neighbour then goes early in the CLOCK order); normal: they get their
+   * kind's. */
+  const int cold = advice != GH_ADVICE_NORMAL;
+  if (rc == GH_OK) rc = gh_tm_set_cold(tm, t, cold);
   if (rc == GH_OK) {
-    /* A mark only: nothing moves and no stream is waited for. Cold: its
-     * frames lose their CLOCK credits (a shared frame with a warm neighbour
-     * then goes early in the CLOCK order); normal: they get their kind's. */
-    const int cold = advice != GH_ADVICE_NORMAL;
-    gh_tm_set_cold(tm, t, cold);
     for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
       gh_vframe_t* f = &tm->vf[v];
       if (cold) f->clock = 0;
@@ -2906,7 +2983,7 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
     }
     if (rc == GH_OK) {
       t->pins++;
-      gh_tm_set_cold(tm, t, 0);  /* a use */
+      (void)gh_tm_set_cold(tm, t, 0);  /* a use (restored whole: no homeless unit left to map) */
       gh_tm_ahead_join(tm, t, NULL);
     }
   }
@@ -3257,6 +3334,24 @@ int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded) {
   return GH_OK;
 }
 
+int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames) {
+  if (!tm || !frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  pthread_mutex_lock(&tm->mu);
+  *frames = tm->homeless_frames;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_sim_mapped(gh_tmgr_t* tm, const void* p, int* mapped) {
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
+  if (!mapped) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  pthread_mutex_lock(&tm->mu);
+  GH_P(tm, (*mapped = _gh_frames_sim_mapped(tm->fr, p), GH_OK));
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
 int _gh_tmgr_alias_fragment(gh_tmgr_t* tm, int on) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   int rc = GH_OK;
@@ -3367,6 +3462,11 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: a tensor frame with no tensor or no backing", v);
     else if (f->role == GH_VF_CACHE && (f->tier != GH_TIER_DEVICE || f->live || f->tensors))
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: cached, tier %u, %u tensors", v, f->tier, f->live);
+    else if (f->homeless && (f->tier != GH_TIER_HOST || f->role != GH_VF_RUN || !f->tensors ||
+                             (f->tensors->state == GH_T_LIVE && !f->tensors->quiet) ||
+                             tm->vf[gh_tm_unit_of(tm, v).v0].homeless != 1))
+      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: homeless, tier %u, role %u, not quiet or not a whole unit", v,
+                     f->tier, f->role);
     else if (f->tier != GH_TIER_NONE &&
              (f->pn == 0 || f->poff >= f->pn ||
               (f->poff > 0 && (v == 0 || tm->vf[v - 1].pf != f->pf || tm->vf[v - 1].poff + 1 != f->poff ||

@@ -63,6 +63,12 @@ int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth);
  * cudaEventRecord would; 0 cancels. *recorded (may be NULL): the event
  * records that succeeded so far, to count those a call makes. */
 int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded);
+/* Tests only: frames evicted homeless so far (a quiet tensor's home left
+ * unmapped: gh_tm_homeless_ok). */
+int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames);
+/* Tests only, simulation: *mapped = 1 when the frame holding p is mapped
+ * (a homeless tensor's home is not). */
+int _gh_tmgr_sim_mapped(gh_tmgr_t* tm, const void* p, int* mapped);
 /* Tests only: hold every other free frame of the host-alias region of
  * allocations of several frames (on), so that none finds an alias by first
  * fit and host memory comes as single frames (the fall back of a

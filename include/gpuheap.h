@@ -331,10 +331,16 @@ typedef enum gh_advice_e {
  * event is recorded on each; a tensor used on more streams than the manager
  * tracks is only cold). Moving it then waits for those events instead of
  * draining its streams, so a move in the middle of queued work does not
- * stall that work; breaking the promise can make a kernel read memory
- * being remapped. gh_tensor_prefetch (whose move still counts on the
- * promise) and gh_tensor_pin make a tensor normal again. GH_ERR_INVAL for an
- * unknown advice; GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
+ * stall that work, and a large tensor (of whole frames) evicted under it
+ * leaves its address unmapped while on the host instead of mapping the
+ * host memory there, which costs the driver ~57 us a 2 MiB frame out and
+ * back: breaking the promise can make a kernel read memory being remapped,
+ * or fault on the unmapped address. gh_tensor_prefetch (whose move still
+ * counts on the promise) and gh_tensor_pin make a tensor normal again; any
+ * other advice maps its host memory at its address first (GH_ERR_DEVICE_NOMEM
+ * if the driver refuses, the tensor then still quiet). GPUHEAP_HOMELESS=0
+ * maps it as any tensor's. GH_ERR_INVAL for an unknown advice;
+ * GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
 int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice);
 /* Pinned tensors stay on the device: a pinned tensor on the host is brought
  * back first. Pins nest. gh_tensor_evict on a pinned tensor: GH_ERR_PINNED. */

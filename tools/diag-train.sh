@@ -14,7 +14,7 @@
 # c-ca0* / c-ca1*: the chunk fixed at 16 / following the tensors, row 36;
 # c-pa0* / c-pa1*: the offload context's prefetch ahead off / on, row 37;
 # c-cro* / c-crs*: the cache releasing its oldest / shortest runs first,
-# row 41).
+# row 41; c-qa0* / c-qa1*: offload(quiet="auto") off / on, row 43).
 # Needs build-gpu/libgpuheap.so; logs under $OUT (or ./gpu-out), one tarball.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +59,9 @@ for v in ${DIAG:-c0 c-nomove a0 b0 c-prof a-prof}; do
     c-pa1*) g "$v" --only c --steps 20 ;;
     c-cro*) GPUHEAP_CACHE_RELEASE=oldest g "$v" --only c --steps 20 ;;
     c-crs*) g "$v" --only c --steps 20 ;;
+    c-qa0*) g "$v" --only c --steps 20 ;;
+    c-qa1*) g "$v" --only c --steps 20 --quiet-auto ;;
+    c-qah*) GPUHEAP_HOMELESS=0 g "$v" --only c --steps 20 --quiet-auto ;;
     c-da0*) GPUHEAP_DEVICE_ALIASES=0 g "$v" --only c --steps 20 ;;
     c-da1*) g "$v" --only c --steps 20 ;;
     c-ssr0*) GPUHEAP_SAME_STREAM_REUSE=0 g "$v" --only c --steps 20 ;;

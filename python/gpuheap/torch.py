@@ -23,6 +23,7 @@ needs it.
 import collections
 import contextlib
 import itertools
+import sys
 import threading
 import warnings
 import weakref
@@ -440,7 +441,7 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
 # ---------------------------------------------------------------- offload
 class _Entry:
     __slots__ = ("ref", "ptr", "nbytes", "index", "hinted", "prefetched", "ahead", "unpacked", "dropped",
-                 "__weakref__")
+                 "quiet", "packs", "__weakref__")
 
     def __init__(self, t, ptr, nbytes, index):
         try:
@@ -450,9 +451,56 @@ class _Entry:
         self.ptr, self.nbytes, self.index = ptr, nbytes, index
         self.hinted = self.prefetched = self.unpacked = self.dropped = False  # hinted: advised cold / evicted
         self.ahead = False  # prefetched ahead: its streams wait for the copies at its unpack
+        self.quiet = False  # advised quiet (until its unpack)
+        self.packs = 1  # times autograd saved this tensor object (each holds a reference)
 
     def alive(self):
         return not self.dropped and self.ref() is not None
+
+
+_ALONE = {}  # device -> (counts, base_refs, base_storage), or None when this torch has no storage count
+
+
+def _alone_counts(t):
+    """(references to the tensor object, tensors on its storage). Called the
+    same way (from a local variable, one frame down) when calibrating and
+    when checking, so that the interpreter's own references cancel out."""
+    return sys.getrefcount(t), _torch()._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+def _torch_alone_calibration(dev):
+    """The counts of a tensor that autograd alone keeps (saved once, no
+    other reference, no view), measured on `dev` under saved-tensor hooks
+    of its own; None when this torch lacks torch._C._storage_Use_Count or
+    the probe does not behave as expected."""
+    if dev in _ALONE:
+        return _ALONE[dev]
+    torch = _torch()
+    cal = None
+    if getattr(torch._C, "_storage_Use_Count", None) is not None:
+        seen = []
+
+        def keep(x):
+            seen.append(weakref.ref(x))
+            return x
+
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(keep, lambda x: x):
+                a = torch.ones(16, device=dev, requires_grad=True)
+                b = a * 2.0
+                c = b.sin()  # saves b, its input
+                del b
+            refs = [r for r in seen if r() is not None and r() is not a and r() is not c]
+            if len(refs) == 1:
+                x = refs[0]()
+                base_refs, base_storage = _alone_counts(x)
+                del x
+                cal = (base_refs, base_storage)
+            del c, a
+        except (RuntimeError, AttributeError, TypeError):
+            cal = None
+    _ALONE[dev] = cal
+    return cal
 
 
 def _torch_tensor_info(t):
@@ -525,6 +573,22 @@ class Offload:
     evicted them under pressure (counted in "weights_prefetched");
     prefetch_weights=False leaves them where they are.
 
+    quiet="auto": in forward too, a cold saved tensor is advised
+    GH_ADVICE_QUIET as soon as nothing but autograd can reach it: no other
+    tensor on its storage (views hold one) and no reference to the tensor
+    object but autograd's saved slots (the model's own variables dropped
+    it), so no op can read it before its unpack, which prefetches it (up to
+    QUIET_SCAN of them looked at per pack; counted in "quieted_forward").
+    The manager then evicts it homeless: its address unmapped while on the
+    host, which saves the driver's page-table calls for host memory there
+    (~57 us a 2 MiB frame out and back; host/TENSORS.md). The counts are
+    calibrated on a probe tensor that autograd alone keeps; a torch without
+    torch._C._storage_Use_Count, or whose probe does not behave, turns it
+    off with a warning (quiet at backward only). What it cannot see: a C++
+    object that keeps the tensor itself (not a view, not through Python)
+    and reads it later in the forward; such code must not run under
+    quiet="auto", since a kernel reading a homeless tensor faults.
+
     quiet=True: at the first unpack of a backward, every saved tensor
     advised cold and not unpacked yet is advised GH_ADVICE_QUIET (counted in
     "quieted"): nothing queued from then on reads it until its own unpack,
@@ -563,18 +627,23 @@ class Offload:
 
     def __init__(self, prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
                  prefetch_weights=True, quiet=False, prefetch_ahead=True, tensor_info=None, tensor_ptr=None,
-                 stream=None):
+                 stream=None, alone=None):
         for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise Error(ERR_INVAL, f"{name}: {v!r} must be an integer >= 0", "offload")
         if mode not in OFFLOAD_MODES:
             raise Error(ERR_INVAL, f"mode: {mode!r} is not one of {', '.join(OFFLOAD_MODES)}", "offload")
+        if quiet not in (False, True, "auto"):
+            raise Error(ERR_INVAL, f"quiet: {quiet!r} is not False, True or 'auto'", "offload")
         self.prefetch_distance = prefetch_distance
         self.keep_last = keep_last
         self.min_bytes = gpuheap.parse_size(min_bytes, "min_bytes")
         self.mode = mode
         self.prefetch_weights = bool(prefetch_weights)
-        self.quiet = bool(quiet)
+        self.quiet = quiet if quiet == "auto" else bool(quiet)
+        self._quiet_forward = quiet == "auto"
+        self._alone = alone  # tests: (tensor, packs) -> whether autograd alone can reach it
+        self._qcur = 0  # where the next look for tensors gone quiet starts (_quiet_scan)
         self.prefetch_ahead = bool(prefetch_ahead)
         self._backward = False  # an unpack ran since the last pack
         self._manager = manager
@@ -587,8 +656,8 @@ class Offload:
         self._cm = None
         self._warned = False
         self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0,
-                         "prefetched_ahead": 0, "weights_prefetched": 0, "quieted": 0, "unpacked": 0,
-                         "foreign": 0, "hint_errors": 0}
+                         "prefetched_ahead": 0, "weights_prefetched": 0, "quieted": 0, "quieted_forward": 0,
+                         "unpacked": 0, "foreign": 0, "hint_errors": 0}
 
     @property
     def manager(self):
@@ -608,6 +677,8 @@ class Offload:
             e = self._by_ptr.get(ptr)
             # A storage saved again in the same forward keeps its first entry;
             # one from an earlier pass whose backward ran gets a new one.
+            if e is not None and not e.unpacked and e.ref() is t:
+                e.packs += 1  # the same tensor saved again: one more reference autograd holds
             if e is None or not e.alive() or e.unpacked:
                 e = _Entry(t, ptr, nbytes, len(self._entries))
                 self._entries.append(e)
@@ -621,7 +692,60 @@ class Offload:
                         victim = v
         if victim is not None:
             self._hint("advise" if self.mode == "cold" else "evict", victim)
+        if self._quiet_forward and self.mode == "cold":
+            self._quiet_scan()
         return t
+
+    # Saved tensors looked at per pack for having gone quiet (_quiet_scan).
+    QUIET_SCAN = 8
+
+    def _is_alone(self, e):
+        """Whether only autograd can reach e's tensor now (see _torch_alone_calibration);
+        None when this torch cannot tell."""
+        t = e.ref()
+        if t is None:
+            return False
+        if self._alone is not None:
+            return self._alone(t, e.packs)
+        cal = _torch_alone_calibration(t.device)
+        if cal is None:
+            return None
+        n, st = _alone_counts(t)  # the calibration's shape: a local, one frame down
+        return n <= cal[0] + e.packs - 1 and st <= cal[1]
+
+    def _quiet_scan(self):
+        """quiet="auto": advise QUIET the cold saved tensors that nothing but
+        autograd can reach any more (their forward uses are over: only their
+        unpack reads them), up to QUIET_SCAN of them looked at per pack, in
+        turn. Their evictions then leave their addresses unmapped (the
+        manager's homeless evictions), saving the driver's page-table calls
+        for host memory. A torch that cannot tell turns it off, warned once."""
+        with self._lock:
+            n = len(self._entries)
+            if n == 0:
+                return
+            start = self._qcur % n
+            order = self._entries[start:] + self._entries[:start]
+            cand = [x for x in order if x.hinted and not x.quiet and not x.unpacked and x.alive()]
+            cand = cand[:self.QUIET_SCAN]
+            self._qcur = start + self.QUIET_SCAN
+        quiet = []
+        for x in cand:
+            ok = self._is_alone(x)
+            if ok is None:
+                self._quiet_forward = False
+                warnings.warn("gpuheap.torch.offload: quiet='auto' needs torch._C._storage_Use_Count "
+                              "(and a probe that behaves); saved tensors are advised quiet at backward only",
+                              RuntimeWarning)
+                return
+            if ok:
+                quiet.append(x)
+        for x in quiet:
+            with self._lock:
+                if x.unpacked or x.quiet:
+                    continue
+                x.quiet = True
+            self._hint("quiet_forward", x)
 
     def _start_backward(self):
         """The first unpack after a forward: every saved tensor advised cold
@@ -632,9 +756,10 @@ class Offload:
             if self._backward:
                 return
             self._backward = True
-            quiet = [x for x in self._entries if x.hinted and not x.unpacked and x.alive()] \
+            quiet = [x for x in self._entries if x.hinted and not x.unpacked and not x.quiet and x.alive()] \
                 if self.quiet and self.mode == "cold" else []
         for x in quiet:
+            x.quiet = True
             self._hint("quiet", x)
 
     def unpack(self, t):
@@ -681,7 +806,7 @@ class Offload:
         try:
             if what == "advise":
                 self.manager.advise(e.ptr, Advice.COLD)
-            elif what == "quiet":
+            elif what in ("quiet", "quiet_forward"):
                 self.manager.advise(e.ptr, Advice.QUIET)
             elif what == "evict":
                 self.manager.evict(e.ptr)
@@ -718,7 +843,7 @@ class Offload:
                 self.counters["prefetched_ahead"] += 1
             if what != "use":
                 self.counters[{"advise": "advised", "evict": "evicted", "weights": "weights_prefetched",
-                               "quiet": "quieted"}.get(what, "prefetched")] += 1
+                               "quiet": "quieted", "quiet_forward": "quieted_forward"}.get(what, "prefetched")] += 1
 
     # -- bookkeeping
     def _prune(self):

@@ -835,8 +835,7 @@ class TestOffloadCold(TestOffloadBookkeeping):
         self.assertEqual(fm.calls, [])
         self.assertEqual(off.counters, {"packed": 8, "skipped": 0, "advised": 7, "evicted": 0, "prefetched": 8,
                                         "prefetched_ahead": 0, "weights_prefetched": 0, "quieted": 0,
-                                        "unpacked": 8, "foreign": 0,
-                                        "hint_errors": 0})
+                                        "quieted_forward": 0, "unpacked": 8, "foreign": 0, "hint_errors": 0})
 
     def packed_ahead(self, n):
         """An offload context with prefetch ahead, after packing n tensors."""
@@ -1009,6 +1008,54 @@ class TestOffloadQuiet(unittest.TestCase):
             off.unpack(ts[2])
             self.assertFalse([c for c in fm.calls if c[0] == "advise" and c[2] == gpuheap.Advice.QUIET], kw)
             self.assertEqual(off.counters["quieted"], 0)
+
+    def test_auto_quiets_what_only_autograd_reaches(self):
+        alone = set()
+        seen = []
+
+        def check(t, packs):
+            seen.append((t.untyped_storage().data_ptr(), packs))
+            return t.untyped_storage().data_ptr() in alone
+
+        fm, off = self.make(keep_last=2, prefetch_distance=0, quiet="auto", alone=check)
+        ts = self.tensors(5)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        Q, C = gpuheap.Advice.QUIET, gpuheap.Advice.COLD
+        off.pack(ts[0])
+        off.pack(ts[0])  # saved twice: two of autograd's references
+        off.pack(ts[1])
+        off.pack(ts[2])  # ts[0] advised cold; still reachable: not quiet
+        self.assertIn((ptr[0], 2), seen)
+        self.assertNotIn(("advise", ptr[0], Q), fm.calls)
+        alone.update({ptr[0], ptr[1]})
+        off.pack(ts[3])  # ts[1] cold now; ts[0] and ts[1] reach only autograd
+        calls = [c for c in fm.calls if c[0] == "advise"]
+        self.assertEqual(calls, [("advise", ptr[0], C), ("advise", ptr[1], C), ("advise", ptr[0], Q),
+                                 ("advise", ptr[1], Q)])
+        self.assertEqual(off.counters["quieted_forward"], 2)
+        off.pack(ts[4])  # ts[2] cold, reachable
+        fm.calls.clear()
+        off.unpack(ts[4])  # backward: the cold one not quiet yet, not the quiet ones again
+        self.assertEqual(fm.calls, [("advise", ptr[2], Q), ("prefetch", ptr[4])])
+        self.assertEqual((off.counters["quieted"], off.counters["quieted_forward"]), (1, 2))
+
+    def test_auto_without_a_count_turns_itself_off(self):
+        fm, off = self.make(keep_last=0, prefetch_distance=0, quiet="auto", alone=lambda t, packs: None)
+        ts = self.tensors(3)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for t in ts:
+                off.pack(t)
+        self.assertEqual(len([x for x in w if "quiet='auto'" in str(x.message)]), 1)
+        self.assertEqual(off.counters["quieted_forward"], 0)
+        off.unpack(ts[2])  # quiet at backward as quiet=True: the three cold ones
+        self.assertEqual(off.counters["quieted"], 3)
+
+    def test_bad_quiet(self):
+        for q in ("yes", 2, None):
+            with self.assertRaises(gpuheap.Error) as cm:
+                ght.Offload(manager=FakeManager(), quiet=q)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
 
     def test_quiet_errors_never_raise(self):
         fm, off = self.make(keep_last=0, prefetch_distance=0)

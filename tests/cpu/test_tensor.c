@@ -71,6 +71,7 @@ typedef struct ref_s {
   gh_kind_t kind;
   uint32_t pins;
   int ahead;  /* prefetched ahead: untouched until its next prefetch (ref_use) */
+  int quiet;  /* advised quiet: untouched until its next prefetch, pin or advice (ref_use) */
 } ref_t;
 
 typedef struct model_s {
@@ -228,7 +229,8 @@ static size_t rand_size(void) {
   return MiB + rnd_below(5 * MiB);                              /* frame runs */
 }
 
-static uint64_t random_restores; /* over all seeds */
+static uint64_t random_restores, random_evictions, random_moves, random_waits, random_homeless; /* over all seeds */
+static uint64_t random_ordered; /* over the seeds with deferred copies */
 /* random_run with the simulation's copies deferred: the test's reads and
  * writes stand for kernels on its streams, so each first lets the three
  * streams' queued work run (_gh_tmgr_sim_run): a copy that none of them
@@ -243,10 +245,10 @@ static void run_streams(gh_tmgr_t* tm) {
  * prefetch first (gh_tensor_prefetch_ahead's promise), then the streams'
  * work runs (the copies they now wait for). */
 static void ref_use(gh_tmgr_t* tm, ref_t* r) {
-  if (!r->ahead) return;
+  if (!r->ahead && !r->quiet) return;
   const int rc = gh_tensor_prefetch(tm, r->p, streams[rnd_below(3)]);
   CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "prefetch after ahead: %s", gh_err_name(rc));
-  r->ahead = 0;
+  r->ahead = r->quiet = 0; /* a prefetch that found no room still ends a quiet advice (home mapped) */
   run_streams(tm);
 }
 
@@ -297,8 +299,8 @@ static void random_run(uint64_t seed, size_t ops) {
         CHECK_MSG(m.bytes + bytes > 112 * MiB, "refused %zu bytes with only %zu live", bytes, m.bytes);
         budget_fails++;
       }
-    } else if (r < 62) {  /* free (its pins go with it; prefetched ahead: freed untouched half the time) */
-      if (!x->ahead || rnd_below(2)) {
+    } else if (r < 62) {  /* free (its pins go with it; prefetched ahead or quiet: freed untouched half the time) */
+      if (!(x->ahead || x->quiet) || rnd_below(2)) {
         ref_use(tm, x);
         run_streams(tm);
         check_one(x, 0);
@@ -310,11 +312,15 @@ static void random_run(uint64_t seed, size_t ops) {
        * (the freed memory serves it once its event completed). */
       if (rnd_below(2)) again = x->bytes;
       *x = m.t[--m.n];
-    } else if (r < 70 && rnd_below(3) == 0) {  /* advice: a mark, nothing moves */
+    } else if (r < 70 && rnd_below(2) == 0) {  /* advice: a mark, nothing moves */
       gh_tmgr_stats_t s0, s1;
       gh_tmgr_stats(tm, &s0);
-      const gh_advice_t adv = rnd_below(3) ? GH_ADVICE_COLD : GH_ADVICE_NORMAL;
+      /* quiet: its evictions leave its home unmapped, so it is touched only
+       * after its next prefetch, pin or advice (ref_use) */
+      const unsigned a = (unsigned)rnd_below(4);
+      const gh_advice_t adv = a == 0 ? GH_ADVICE_NORMAL : a == 1 ? GH_ADVICE_COLD : GH_ADVICE_QUIET;
       CHECK(gh_tensor_advise(tm, x->p, adv) == GH_OK);
+      x->quiet = adv == GH_ADVICE_QUIET;
       gh_tmgr_stats(tm, &s1);
       CHECK(s1.evictions == s0.evictions && s1.restores == s0.restores);
     } else if (r < 70) {  /* evict hint */
@@ -324,6 +330,7 @@ static void random_run(uint64_t seed, size_t ops) {
       const int room = (s0.frames[GH_TIER_HOST] + need + 5) * s0.frame_bytes <= s0.host_budget;
       const int rc = gh_tensor_evict(tm, x->p);
       CHECK(rc == (x->pins ? GH_ERR_PINNED : GH_OK));
+      if (rc == GH_OK) x->quiet = 0; /* a cold mark: the quiet advice ends */
       if (rc == GH_OK && x->bytes >= GH_TM_SMALL_MAX && room) {
         /* A frame-run tensor that is cold goes to the host at once when
          * the host tier has room (the pool may hold one frame in flight). */
@@ -335,7 +342,7 @@ static void random_run(uint64_t seed, size_t ops) {
       const int ahead = rnd_below(3) == 0;
       gh_tier_t was = GH_TIER_NONE;
       CHECK(gh_tensor_tier(tm, x->p, &was) == GH_OK);
-      if (ahead && was == GH_TIER_HOST && !x->ahead) {  /* new bytes where it is, so that a stale copy shows */
+      if (ahead && was == GH_TIER_HOST && !x->ahead && !x->quiet) {  /* new bytes where it is, so that a stale copy shows */
         x->stamp = rnd();
         run_streams(tm);
         pat_fill(x->p, 0, x->bytes, x->stamp);
@@ -343,6 +350,7 @@ static void random_run(uint64_t seed, size_t ops) {
       const int rc = (ahead ? gh_tensor_prefetch_ahead : gh_tensor_prefetch)(tm, x->p, streams[rnd_below(3)]);
       CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "prefetch: %s", gh_err_name(rc));
       x->ahead = ahead || (x->ahead && rc != GH_OK);
+      x->quiet = 0;
       if (ahead && rnd_below(2)) {  /* used at once: its copies may still be deferred */
         ref_use(tm, x);
         check_one(x, 0);
@@ -356,7 +364,7 @@ static void random_run(uint64_t seed, size_t ops) {
         const int rc = gh_tensor_pin(tm, x->p);
         CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "pin: %s", gh_err_name(rc));
         if (rc == GH_OK) {
-          x->ahead = 0;  /* a pin is a use */
+          x->ahead = x->quiet = 0;  /* a pin is a use */
           if (x->pins++ == 0) pinned_bytes += x->bytes;
         } else {
           pin_fails++;
@@ -415,14 +423,18 @@ static void random_run(uint64_t seed, size_t ops) {
          "%llu restores, max pending %zu, cached %zu frames\n",
          (unsigned long long)seed, ops, allocs, reallocs, budget_fails, pin_fails, (unsigned long long)s.evictions,
          (unsigned long long)s.restores, max_pending, s.cached_frames);
-  CHECK(s.evictions > 0); /* restores: over all seeds (a short run may have none) */
-  random_restores += s.restores;
+  /* Over all seeds (a short run, as under GH_TEST_SCALE, may have none):
+   * evictions, restores, homeless evictions (quiet advice), and batches of
+   * moves, each counted and timed after a wait for its streams. */
+  uint64_t homeless = 0;
+  CHECK(_gh_tmgr_homeless(tm, &homeless) == GH_OK);
+  random_restores += s.restores, random_evictions += s.evictions, random_homeless += homeless;
+  random_moves += s.moves, random_waits += s.stream_waits;
+  if (ops >= 1000) CHECK(s.evictions > 0 && s.moves > 0 && s.move_ns > 0 && s.stream_waits > 0);
   CHECK(s.bytes_evicted == s.evictions * s.frame_bytes && s.bytes_restored == s.restores * s.frame_bytes);
-  /* Each batch of moves (attempted) is counted and timed, after a wait for its streams. */
-  CHECK(s.moves > 0 && s.move_ns > 0);
-  CHECK(s.stream_waits > 0);
+  CHECK((s.moves > 0) == (s.move_ns > 0));
   CHECK(max_pending > 0);
-  if (random_defer) CHECK(s.ordered_moves > 0);
+  if (random_defer) random_ordered += s.ordered_moves;
   drain_and_destroy(tm, &m);
   free(m.t);
 }
@@ -1469,6 +1481,18 @@ static void quiet(void) {
   CHECK_EQ_U64(host_mask(tm, &m), BIT(1) | BIT(3) | BIT(0));
   CHECK_EQ_U64(s1.quiet_waits - s0.quiet_waits, 1);
   CHECK(s1.stream_waits > s0.stream_waits);
+  /* T1 and T3 went while quiet: their homes are unmapped (homeless), T0's
+   * (cold) holds its host memory; a new advice maps theirs there too, and
+   * their bytes read through it (check_one below). */
+  int mapped = 0;
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[1].p, &mapped) == GH_OK && !mapped);
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[3].p, &mapped) == GH_OK && !mapped);
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && mapped);
+  CHECK(gh_tensor_advise(tm, m.t[1].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[3].p, GH_ADVICE_NORMAL) == GH_OK);
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[1].p, &mapped) == GH_OK && mapped);
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[3].p, &mapped) == GH_OK && mapped);
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(1) | BIT(3) | BIT(0));
   /* Quiet and then freed: its events go with it. */
   CHECK(gh_tensor_advise(tm, m.t[4].p, GH_ADVICE_QUIET) == GH_OK);
   CHECK(gh_tensor_free(tm, m.t[4].p, NULL) == GH_OK);
@@ -1480,6 +1504,82 @@ static void quiet(void) {
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   drain_and_destroy(tm, &m);
   free(m.t);
+}
+
+/* Homeless evictions: a quiet tensor evicted for room leaves its home
+ * unmapped (no host memory mapped there, no unmap of it at the restore);
+ * its prefetch maps the device memory back, an advice maps the host memory
+ * (a failed map leaves it quiet and says so), a free needs neither; with
+ * GPUHEAP_HOMELESS=0 its home holds the host memory as any tensor's. */
+static void homeless_one(int on) {
+  if (!on) setenv("GPUHEAP_HOMELESS", "0", 1);
+  gh_tmgr_t* tm = make_tm_low(32, 96, 0, 0, 1.0); /* 16 device frames */
+  unsetenv("GPUHEAP_HOMELESS");
+  if (!tm) return;
+  model_t m = {0};
+  m.cap = 16;
+  m.t = calloc(m.cap, sizeof *m.t);
+  for (int i = 0; i < 8; i++) add_tensor(tm, &m, 4 * MiB, GH_KIND_ACTIVATIONS); /* T0..T7: 2 frames each: full */
+  int mapped = 0;
+  gh_tmgr_stats_t s0, s1;
+  CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_advise(tm, m.t[1].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  add_tensor(tm, &m, 4 * MiB, GH_KIND_ACTIVATIONS); /* N8: T0 goes */
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(0));
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && mapped == !on);
+  CHECK(_gh_tmgr_sim_mapped(tm, (uint8_t*)m.t[0].p + 2 * MiB, &mapped) == GH_OK && mapped == !on);
+  CHECK_EQ_U64(s1.evictions - s0.evictions, 2);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  add_tensor(tm, &m, 4 * MiB, GH_KIND_ACTIVATIONS); /* N9: T1 (cold, not quiet) goes, its home mapped */
+  CHECK_EQ_U64(host_mask(tm, &m), BIT(0) | BIT(1));
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[1].p, &mapped) == GH_OK && mapped);
+  /* The prefetch: T0 back on the device, mapped, every byte (T2 goes). */
+  CHECK(gh_tensor_advise(tm, m.t[2].p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, m.t[0].p, NULL) == GH_OK);
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && mapped);
+  check_one(&m.t[0], 1);
+  /* Quiet again and evicted (prefetch ahead of T1 takes the room); an advice
+   * whose map fails leaves it quiet and homeless; the next one maps it. */
+  CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_prefetch_ahead(tm, m.t[1].p, NULL) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, m.t[1].p, NULL) == GH_OK);
+  CHECK(host_mask(tm, &m) & BIT(0));
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && mapped == !on);
+  if (on) {
+    CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);
+    CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_NORMAL) == GH_ERR_DEVICE_NOMEM);
+    CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && !mapped);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+  }
+  CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_NORMAL) == GH_OK);
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && mapped);
+  check_one(&m.t[0], 1); /* read where it is: host memory at its home */
+  /* Quiet, evicted and freed untouched: no map, no unmap of its home. */
+  CHECK(gh_tensor_advise(tm, m.t[3].p, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_evict(tm, m.t[4].p) == GH_OK); /* an evict hint ends no other tensor's advice */
+  CHECK(gh_tensor_advise(tm, m.t[5].p, GH_ADVICE_COLD) == GH_OK);
+  for (int i = 0; i < 3 && !(host_mask(tm, &m) & BIT(3)); i++) add_tensor(tm, &m, 4 * MiB, GH_KIND_ACTIVATIONS);
+  CHECK(host_mask(tm, &m) & BIT(3));
+  CHECK(_gh_tmgr_sim_mapped(tm, m.t[3].p, &mapped) == GH_OK && mapped == !on);
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(gh_tensor_free(tm, m.t[3].p, NULL) == GH_OK);
+  m.bytes -= m.t[3].bytes;
+  m.t[3] = m.t[--m.n];
+  settle(tm);
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(s1.vmm_calls[GH_VMM_UNMAP] - s0.vmm_calls[GH_VMM_UNMAP], (uint64_t)(on ? 0 : 1));
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  for (size_t i = 0; i < m.n; i++) check_one(&m.t[i], 1);
+  check_stats(tm, &m);
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
+static void homeless(void) {
+  homeless_one(1);
+  homeless_one(0);
 }
 
 /* With the host tier nearly full, eviction passes over victims larger
@@ -2348,6 +2448,7 @@ int main(int argc, char** argv) {
   host_placed();
   prefetch_many();
   quiet();
+  homeless();
   victims_fit_host();
   spares();
   chunk_follows();
@@ -2377,7 +2478,9 @@ int main(int argc, char** argv) {
   random_run(8, ops);
   unsetenv("GPUHEAP_MOVER");
   random_defer = 0;
-  CHECK(random_restores > 0);
+  CHECK(random_restores > 0 && random_evictions > 0 && random_moves > 0 && random_waits > 0 && random_ordered > 0);
+  printf("random runs: %llu frames evicted homeless\n", (unsigned long long)random_homeless);
+  if (ops >= 1000) CHECK(random_homeless > 0);
   threads(ops);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
   CHECK_EQ_U64(_gh_frames_sim_leaked_total(), gh_sim_leak_base);
