@@ -458,7 +458,8 @@ class _Entry:
         return not self.dropped and self.ref() is not None
 
 
-_ALONE = {}  # device -> (counts, base_refs, base_storage), or None when this torch has no storage count
+_ALONE = {}  # device -> (base_refs, base_storage), or None when this torch cannot tell
+_ALONE_WHY = {}  # device -> why not (for the warning)
 
 
 def _alone_counts(t):
@@ -476,7 +477,7 @@ def _torch_alone_calibration(dev):
     if dev in _ALONE:
         return _ALONE[dev]
     torch = _torch()
-    cal = None
+    cal, why = None, "this torch has no torch._C._storage_Use_Count"
     if getattr(torch._C, "_storage_Use_Count", None) is not None:
         seen = []
 
@@ -485,21 +486,24 @@ def _torch_alone_calibration(dev):
             return x
 
         try:
-            with torch.autograd.graph.saved_tensors_hooks(keep, lambda x: x):
+            # Grad mode on, and hooks of its own (innermost), whatever the caller's.
+            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(keep, lambda x: x):
                 a = torch.ones(16, device=dev, requires_grad=True)
                 b = a * 2.0
                 c = b.sin()  # saves b, its input
                 del b
             refs = [r for r in seen if r() is not None and r() is not a and r() is not c]
+            why = f"the probe saw {len(seen)} saved tensor(s), {len(refs)} of its own"
             if len(refs) == 1:
                 x = refs[0]()
                 base_refs, base_storage = _alone_counts(x)
                 del x
                 cal = (base_refs, base_storage)
             del c, a
-        except (RuntimeError, AttributeError, TypeError):
-            cal = None
+        except (RuntimeError, AttributeError, TypeError) as err:
+            cal, why = None, f"the probe failed: {err}"
     _ALONE[dev] = cal
+    _ALONE_WHY[dev] = why
     return cal
 
 
@@ -734,9 +738,10 @@ class Offload:
             ok = self._is_alone(x)
             if ok is None:
                 self._quiet_forward = False
-                warnings.warn("gpuheap.torch.offload: quiet='auto' needs torch._C._storage_Use_Count "
-                              "(and a probe that behaves); saved tensors are advised quiet at backward only",
-                              RuntimeWarning)
+                t = x.ref()
+                why = _ALONE_WHY.get(getattr(t, "device", None), "no count")
+                warnings.warn(f"gpuheap.torch.offload: quiet='auto' cannot tell which saved tensors only "
+                              f"autograd reaches ({why}); they are advised quiet at backward only", RuntimeWarning)
                 return
             if ok:
                 quiet.append(x)
@@ -865,6 +870,9 @@ class Offload:
     def __enter__(self):
         torch = _torch()
         self._prune()
+        if self._quiet_forward and self._alone is None and torch.cuda.is_available():
+            # Calibrated here, outside any hook (grad mode may be off inside them).
+            _torch_alone_calibration(torch.device("cuda", torch.cuda.current_device()))
         self._cm = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
         self._cm.__enter__()
         return self
