@@ -2944,7 +2944,10 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
    * neighbour then goes early in the CLOCK order); normal: they get their
    * kind's. */
   const int cold = advice != GH_ADVICE_NORMAL;
-  if (rc == GH_OK) rc = gh_tm_set_cold(tm, t, cold);
+  if (rc == GH_OK && advice == GH_ADVICE_QUIET && t->cold)
+    rc = gh_tm_unquiet(tm, t, 1); /* cold already: quiet keeps its place in the cold order (row 43) */
+  else if (rc == GH_OK)
+    rc = gh_tm_set_cold(tm, t, cold);
   if (rc == GH_OK) {
     for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
       gh_vframe_t* f = &tm->vf[v];

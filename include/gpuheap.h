@@ -323,7 +323,8 @@ typedef enum gh_advice_e {
  * advised cold earlier goes before one advised later (advising again counts
  * from the new advice; a frame shared by small tensors is a victim only
  * once all of them are cold, from the last one's advice); only then does
- * the kind-biased CLOCK pick among the others. Pinned tensors may be
+ * the kind-biased CLOCK pick among the others. GH_ADVICE_QUIET on a tensor
+ * that is cold already keeps its place in the advice order. Pinned tensors may be
  * advised cold but stay on the device until unpinned. GH_ADVICE_QUIET is
  * cold plus a promise the manager cannot check: nothing will touch the
  * tensor (no kernel, copy or host access) until its next prefetch, pin,
