@@ -129,7 +129,7 @@ static int cmp_double(const void* a, const void* b) {
  * third mark on: the first steps pin host memory and create the pool). */
 #define REPLAY_MARKS 4096
 static double mark_t[REPLAY_MARKS];
-static gh_tmgr_stats_t mark_s[3];
+static gh_tmgr_stats_t mark_s[2]; /* at the third mark, at the end */
 static size_t n_marks;
 
 static void mark_step(gh_tmgr_t* tm) {

@@ -283,7 +283,10 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
  * other streams finds the tensor on the device (they wait for the copies
  * on the GPU); a stream new to the tensor also waits for the latest moves
  * still copying. gh_tensor_evict and gh_tensor_pin return once the data is
- * where they put it. */
+ * where they put it. gh_tensor_evict ends a quiet advice (gh_tensor_advise):
+ * host memory of the tensor evicted under it is mapped at its address
+ * first, and when the driver refuses that map the call fails with
+ * GH_ERR_DEVICE_NOMEM, nothing changed. */
 int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 int gh_tensor_evict(gh_tmgr_t* tm, void* ptr);
 /* gh_tensor_prefetch of n tensors in one batch: one wait for their streams

@@ -1549,10 +1549,15 @@ static void homeless_one(int on) {
   CHECK(gh_tensor_prefetch(tm, m.t[1].p, NULL) == GH_OK);
   CHECK(host_mask(tm, &m) & BIT(0));
   CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && mapped == !on);
-  if (on) {
+  if (on) {  /* an advice or an evict hint whose map fails: nothing changed, still homeless */
     CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);
     CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_NORMAL) == GH_ERR_DEVICE_NOMEM);
     CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && !mapped);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);
+    CHECK(gh_tensor_evict(tm, m.t[0].p) == GH_ERR_DEVICE_NOMEM);
+    CHECK(_gh_tmgr_sim_mapped(tm, m.t[0].p, &mapped) == GH_OK && !mapped);
+    CHECK(tier_of(tm, m.t[0].p) == GH_TIER_HOST);
     CHECK(_gh_tmgr_check(tm) == GH_OK);
   }
   CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_NORMAL) == GH_OK);
