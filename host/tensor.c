@@ -3268,6 +3268,18 @@ static int gh_tm_sim_only(const gh_tmgr_t* tm) {
   return GH_OK;
 }
 
+/* A hook's body: `expr` (a call into the simulation) under the manager's
+ * lock and the provider's; GH_OK, or why it cannot run. */
+#define GH_TM_SIM_CALL(tm, expr)                    \
+  do {                                              \
+    const int gh_sim_rc_ = gh_tm_sim_only(tm);      \
+    if (gh_sim_rc_ != GH_OK) return gh_sim_rc_;     \
+    pthread_mutex_lock(&(tm)->mu);                  \
+    GH_P(tm, ((expr), GH_OK));                      \
+    pthread_mutex_unlock(&(tm)->mu);                \
+    return GH_OK;                                   \
+  } while (0)
+
 int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, size_t host_frames) {
   const int sim = gh_tm_sim_only(tm);
   if (sim != GH_OK) return sim;
@@ -3299,12 +3311,7 @@ int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream) {
 }
 
 int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  pthread_mutex_lock(&tm->mu);
-  GH_P(tm, (_gh_frames_sim_counts(tm->fr, deferred, stream_waits), GH_OK));
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
+  GH_TM_SIM_CALL(tm, _gh_frames_sim_counts(tm->fr, deferred, stream_waits));
 }
 
 int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
@@ -3317,24 +3324,12 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
   return GH_OK;
 }
 
-int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  pthread_mutex_lock(&tm->mu);
-  GH_P(tm, (_gh_frames_sim_fail_map(tm->fr, nth), GH_OK));
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
+int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_map(tm->fr, nth)); }
 
 int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  pthread_mutex_lock(&tm->mu);
-  uint64_t n = 0;
-  GH_P(tm, (n = _gh_frames_sim_fail_event(tm->fr, nth), GH_OK));
-  pthread_mutex_unlock(&tm->mu);
-  if (recorded) *recorded = n;
-  return GH_OK;
+  uint64_t dummy = 0;
+  uint64_t* n = recorded ? recorded : &dummy;
+  GH_TM_SIM_CALL(tm, *n = _gh_frames_sim_fail_event(tm->fr, nth));
 }
 
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames) {
@@ -3346,13 +3341,8 @@ int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames) {
 }
 
 int _gh_tmgr_sim_mapped(gh_tmgr_t* tm, const void* p, int* mapped) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
   if (!mapped) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
-  GH_P(tm, (*mapped = _gh_frames_sim_mapped(tm->fr, p), GH_OK));
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
+  GH_TM_SIM_CALL(tm, *mapped = _gh_frames_sim_mapped(tm->fr, p));
 }
 
 int _gh_tmgr_alias_fragment(gh_tmgr_t* tm, int on) {
