@@ -38,6 +38,8 @@
  *   --probe-mover only: whether remaps on a second thread slow the kernel
  *           launches of the first, and what a stream's wait for a host-written
  *           value costs (probe_mover() below)
+ *   --probe-inflight only: whether maps and unmaps of memory a copy uses
+ *           wait for the copy (probe_inflight() below)
  */
 #include <algorithm>
 #include <stdio.h>
@@ -594,6 +596,114 @@ static void probe_mover(int reps) {
   probe_range_close(&rg);
 }
 
+/* --probe-inflight: does a map or unmap of memory that a copy is using
+ * wait for the copy? What the training run's timing by call site suggests
+ * (bench/results/logs-8d54eab-sites: with homeless evictions a new run
+ * mapping a spare whose eviction copy still runs took 0.69 ms a call
+ * against 0.09). A device allocation X of 36 MiB (a chunk of 18 frames) is
+ * mapped at a home H and at an alias A; a copy of 36 MiB reads A into
+ * pinned host memory (or writes A from it), and right after queuing it the
+ * host times, with the copy still running: unmapping H, then mapping X at
+ * a third address N with its access call. Against the same calls with the
+ * GPU idle. Then the kernel launches of another thread while this one
+ * repeats the in-flight map: if the driver held its lock while it waits,
+ * they would stall. Medians of reps, ms. */
+static void probe_inflight(int reps) {
+  probe_load();
+  const size_t bytes = (size_t)36 << 20;
+  const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE);
+  const CUmemAccessDesc d = probe_access();
+  CUdeviceptr base = 0;
+  PCU(pd.reserve(&base, 3 * bytes, 2 << 20, 0, 0));
+  const CUdeviceptr H = base, A = base + bytes, N = base + 2 * bytes;
+  CUmemGenericAllocationHandle x;
+  PCU(pd.create(&x, bytes, &pdv, 0));
+  PCU(pd.map(H, bytes, 0, x, 0));
+  PCU(pd.access(H, bytes, &d, 1));
+  PCU(pd.map(A, bytes, 0, x, 0));
+  PCU(pd.access(A, bytes, &d, 1));
+  void* hbuf = NULL;
+  CUDA_OK(cudaHostAlloc(&hbuf, bytes, cudaHostAllocDefault));
+  cudaStream_t cs;
+  CUDA_OK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  /* kind 0: GPU idle; 1: a copy reads X; 2: a copy writes X. unmap_home: H
+   * unmapped first (an eviction's home), else only N mapped. t[0] unmap H,
+   * t[1] map N + access, t[2] the copy's remaining time after the calls. */
+  auto once = [&](int kind, int unmap_home, double t[3]) {
+    if (kind == 1) CUDA_OK(cudaMemcpyAsync(hbuf, (void*)A, bytes, cudaMemcpyDeviceToHost, cs));
+    if (kind == 2) CUDA_OK(cudaMemcpyAsync((void*)A, hbuf, bytes, cudaMemcpyHostToDevice, cs));
+    const double t0 = now_s();
+    if (unmap_home) PCU(pd.unmap(H, bytes));
+    const double t1 = now_s();
+    PCU(pd.map(N, bytes, 0, x, 0));
+    PCU(pd.access(N, bytes, &d, 1));
+    const double t2 = now_s();
+    CUDA_OK(cudaStreamSynchronize(cs));
+    const double t3 = now_s();
+    t[0] = 1e3 * (t1 - t0), t[1] = 1e3 * (t2 - t1), t[2] = 1e3 * (t3 - t2);
+    PCU(pd.unmap(N, bytes));
+    if (unmap_home) {
+      PCU(pd.map(H, bytes, 0, x, 0));
+      PCU(pd.access(H, bytes, &d, 1));
+    }
+  };
+  const char* kinds[3] = {"GPU idle", "a copy reading it", "a copy writing it"};
+  printf("probe-inflight: 36 MiB device allocation, medians of %d (ms)\n", reps);
+  for (int kind = 0; kind < 3; kind++)
+    for (int uh = 1; uh >= 0; uh--) {
+      std::vector<double> a, b, c;
+      for (int r = -1; r < reps; r++) {
+        double t[3];
+        once(kind, uh, t);
+        if (r >= 0) a.push_back(t[0]), b.push_back(t[1]), c.push_back(t[2]);
+      }
+      printf("probe-inflight: %-18s %s unmap home %.3f, map elsewhere + access %.3f, copy left after them %.3f\n",
+             kinds[kind], uh ? "home unmapped first:" : "home kept mapped:  ", uh ? median(a) : 0.0, median(b),
+             median(c));
+    }
+  /* Launches of another thread while this one maps in flight. */
+  cudaStream_t ks;
+  CUDA_OK(cudaStreamCreateWithFlags(&ks, cudaStreamNonBlocking));
+  const int launches = 5000;
+  std::vector<double> alone, with;
+  for (int r = 0; r < reps; r++) {
+    double t0 = now_s();
+    for (int i = 0; i < launches; i++) empty_kernel<<<1, 32, 0, ks>>>();
+    CUDA_OK(cudaGetLastError());
+    alone.push_back(1e6 * (now_s() - t0) / launches);
+    CUDA_OK(cudaStreamSynchronize(ks));
+    volatile int stop = 0;
+    std::thread th([&] {
+      CUDA_OK(cudaSetDevice(0));
+      double t[3];
+      while (!stop) once(1, 1, t);
+    });
+    double lmax = 0;
+    t0 = now_s();
+    for (int i = 0; i < launches; i++) {
+      const double l0 = now_s();
+      empty_kernel<<<1, 32, 0, ks>>>();
+      const double l = now_s() - l0;
+      if (l > lmax) lmax = l;
+    }
+    CUDA_OK(cudaGetLastError());
+    with.push_back(1e6 * (now_s() - t0) / launches);
+    stop = 1;
+    th.join();
+    CUDA_OK(cudaStreamSynchronize(ks));
+    printf("probe-inflight: rep %d: the longest launch beside in-flight maps %.3f ms\n", r, 1e3 * lmax);
+  }
+  printf("probe-inflight: a launch %.2f us alone, %.2f us while another thread maps memory a copy reads\n",
+         median(alone), median(with));
+  CUDA_OK(cudaStreamDestroy(ks));
+  CUDA_OK(cudaStreamDestroy(cs));
+  CUDA_OK(cudaFreeHost(hbuf));
+  PCU(pd.unmap(H, bytes));
+  PCU(pd.unmap(A, bytes));
+  PCU(pd.release(x));
+  PCU(pd.addr_free(base, 3 * bytes));
+}
+
 typedef struct row_s {
   size_t chunk;
   const char* direction;
@@ -618,7 +728,7 @@ int main(int argc, char** argv) {
   size_t max_mib = 1024;
   const char* csv_path = NULL;
   const char* json_path = NULL;
-  int do_probe = 0, probe_host = 0, probe_ovl = 0, probe_mov = 0;
+  int do_probe = 0, probe_host = 0, probe_ovl = 0, probe_mov = 0, probe_inf = 0;
   std::vector<size_t> chunks = {4, 8, 16, 32};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -633,9 +743,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--probe-host")) probe_host = 1;
     else if (!strcmp(argv[i], "--probe-overlap")) probe_ovl = 1;
     else if (!strcmp(argv[i], "--probe-mover")) probe_mov = 1;
+    else if (!strcmp(argv[i], "--probe-inflight")) probe_inf = 1;
     else {
       fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--chunks F,...] [--csv PATH] [--json PATH] [--probe] "
-              "[--probe-host] [--probe-overlap] [--probe-mover]\n",
+              "[--probe-host] [--probe-overlap] [--probe-mover] [--probe-inflight]\n",
               argv[0]);
       return 2;
     }
@@ -649,11 +760,12 @@ int main(int argc, char** argv) {
     return 77;
   }
   CUDA_OK(cudaSetDevice(0));
-  if (probe_host || probe_ovl || probe_mov) {
+  if (probe_host || probe_ovl || probe_mov || probe_inf) {
     CUDA_OK(cudaFree(0)); /* a context for the driver calls */
     if (probe_host) probe_host_kinds(reps);
     if (probe_ovl) probe_overlap(reps);
     if (probe_mov) probe_mover(reps);
+    if (probe_inf) probe_inflight(reps);
     return 0;
   }
   cudaDeviceProp prop;
