@@ -661,7 +661,11 @@ static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_stream_t* user) {
  * memory before: out of memory for page tables) cannot be undone once the
  * call has returned: it is recorded, later allocations and prefetches fail
  * with GH_ERR_CORRUPT, and the word is written all the same, so that no
- * stream waits forever. */
+ * stream waits forever. Not safe for every caller, which is one more
+ * reason it is off: between the mover's unmap and map the home is mapped
+ * to nothing, and a copy or memset queued on the tensor then fails (the
+ * runtime checks their addresses when they are queued: bench/NOTES.md,
+ * host side, row 47); the word orders kernels only. */
 static void gh_tm_mover_drain(gh_tmgr_t* tm) {
   if (!tm->mover_on || gh_tm_is_mover) return;
   pthread_mutex_lock(&tm->jmu);
