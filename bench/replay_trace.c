@@ -379,6 +379,9 @@ int main(int argc, char** argv) {
          "peak tensor bytes %zu\n",
          s.cached_frames, s.spare_frames, s.frames[GH_TIER_DEVICE], s.frames[GH_TIER_HOST], s.pending_frees,
          s.peak_tensor_bytes);
+  uint64_t held = 0;
+  if (_gh_tmgr_held_copies(tm, &held) == GH_OK && held)
+    printf("homeless units whose copy waited for the map of the run evicting them: %" PRIu64 "\n", held);
   int rc = 0;
   if (check && differ) rc = 1;
   if (check && have_expect) {

@@ -114,6 +114,8 @@
 /* Single host frames the pool keeps (of host_pool_frames) for slabs, tails
  * and the heap; the rest of its target is kept in whole chunks. */
 #define GH_TM_POOL_ONES ((size_t)16)
+/* Copies held back while a tensor's run is placed (gh_tm_held_flush). */
+#define GH_TM_HELD_MAX ((size_t)64)
 /* Most frames one heap growth maps. */
 #define GH_TM_HEAP_STEP ((size_t)64)
 #define GH_TM_NO_ALIAS UINT32_MAX
@@ -146,6 +148,15 @@ enum { GH_T_LIVE = 0, GH_T_PENDING = 1 };
 enum { GH_TM_UNSETTLED = 1, GH_TM_UNSETTLED_WARM = 2, GH_TM_UNSETTLED_PINNED = 4 };
 
 typedef struct gh_tensor_s gh_tensor_t;
+
+/* A copy held back (gh_tm_held_flush): a homeless unit's eviction, device
+ * allocation pf read at src (its alias) into dst (host memory's alias). */
+typedef struct gh_tm_held_s {
+  gh_pframe_t pf;
+  void* dst;
+  const void* src;
+  size_t bytes;
+} gh_tm_held_t;
 
 /* One event recorded on a stream for every free on it since the last
  * flush; refs: the pending tensors that wait for it. */
@@ -292,6 +303,11 @@ struct gh_tmgr_s {
   int spares_off;                    /* GPUHEAP_DEVICE_SPARES=0 */
   int dalias_off;                    /* GPUHEAP_DEVICE_ALIASES=0: moves stage every device allocation */
   int homeless_off;                  /* GPUHEAP_HOMELESS=0: quiet tensors' homes are mapped as others' */
+  int hold_off;                      /* GPUHEAP_HOLD_COPIES=0: homeless evictions copy at once */
+  int holding;                       /* a run is being placed: its homeless evictions hold their copies */
+  gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
+  size_t n_held;
+  uint64_t held_copies;              /* units whose copy was held (_gh_tmgr_held_copies) */
   uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
   /* Ordered moves (gh_tm_move_units): the calls that allow them set
    * `ordered` for their duration; ordered_ev is the event after the
@@ -362,6 +378,7 @@ static uint64_t gh_tm_now_ns(void);
 static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
 static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
 static void gh_tm_mover_drain(gh_tmgr_t* tm);
+static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 
 /* ---------------------------------------------------------------- trace
  * GPUHEAP_TRACE=path (a "%d" in it becomes the process id): every call
@@ -739,7 +756,6 @@ static uint64_t gh_tm_mover_seal(gh_tmgr_t* tm) {
 
 /* The mover's failure (GH_OK if none), recorded as this call's error. */
 static int gh_tm_mover_failed(gh_tmgr_t* tm) {
-  if (!tm->mover_on) return GH_OK;
   pthread_mutex_lock(&tm->jmu);
   const int rc = tm->mover_err;
   char what[sizeof tm->mover_what];
@@ -1113,6 +1129,7 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
   if (pa->alias != GH_TM_NO_ALIAS) return GH_OK;
   if (tm->dalias_off) return GH_ERR_UNSUPPORTED;
   uint32_t a = gh_tm_dalias_find(tm, pa->n);
+  if (a == GH_TM_NO_ALIAS) gh_tm_held_flush(tm, NULL);  /* held copies read through spares' aliases */
   for (size_t i = 0; a == GH_TM_NO_ALIAS && i < tm->n_spare; i++) {  /* spares are the likeliest idle ones */
     if (tm->spare[i].alias == GH_TM_NO_ALIAS) continue;
     gh_tm_pa_ready(tm, &tm->spare[i], NULL);  /* its copy reads through the alias */
@@ -1129,6 +1146,8 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
 }
 
 static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
+  for (size_t i = 0; i < tm->n_held; i++)
+    if (tm->held[i].pf == pa->pf) gh_tm_held_flush(tm, NULL);  /* its copy first */
   gh_tm_pa_t p = *pa;
   gh_tm_pa_ready(tm, &p, NULL);
   gh_tm_dalias_put(tm, &p);
@@ -1309,6 +1328,7 @@ typedef struct gh_tm_step_s {
   gh_fevent_t ev;
   uint8_t* stage;  /* the device allocation's staging window, when it has no alias */
   uint8_t from_homeless, to_homeless;  /* the unit's home was / is left unmapped (gh_tm_homeless_ok) */
+  uint8_t held;  /* its copy is held back (gh_tm_held_flush) */
 } gh_tm_step_t;
 
 /* The unit of vframe v. */
@@ -1387,7 +1407,7 @@ static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t) {
 static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st, size_t slot,
                             int mover) {
   uint8_t* home = gh_tm_va(tm, u->v0);
-  st->ev = 0, st->stage = NULL;
+  st->ev = 0, st->stage = NULL, st->held = 0;
   st->from_homeless = to == GH_TIER_DEVICE && tm->vf[u->v0].homeless;
   st->to_homeless = to == GH_TIER_HOST && !mover && gh_tm_homeless_ok(tm, u);
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
@@ -1414,18 +1434,25 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
     if (rc != GH_OK) st->stage = NULL;
     dva = st->stage;
   }
-  /* One copy per run of host allocations whose aliases are contiguous. */
+  /* One copy per run of host allocations whose aliases are contiguous; a
+   * homeless unit evicted for a run being placed holds its copies back
+   * until the run is mapped (gh_tm_held_flush). */
+  st->held = rc == GH_OK && st->to_homeless && tm->holding && !st->stage && tm->n_held + nhost <= GH_TM_HELD_MAX;
   size_t off = 0;
   for (size_t i = 0; i < nhost && rc == GH_OK;) {
     size_t j = i + 1, nf = host[i].n;
     while (j < nhost && host[j].alias == host[j - 1].alias + host[j - 1].n) nf += host[j++].n;
     uint8_t* h = gh_tm_alias_va(tm, host[i].alias);
     uint8_t* d = dva + off * tm->frame;
-    rc = GH_P(tm, tm->ops->copy(tm->fr, to == GH_TIER_DEVICE ? d : h, to == GH_TIER_DEVICE ? h : d, nf * tm->frame,
-                                 tm->copy_stream));
+    if (st->held)
+      tm->held[tm->n_held++] = (gh_tm_held_t){dev->pf, h, d, nf * tm->frame};
+    else
+      rc = GH_P(tm, tm->ops->copy(tm->fr, to == GH_TIER_DEVICE ? d : h, to == GH_TIER_DEVICE ? h : d,
+                                   nf * tm->frame, tm->copy_stream));
     off += nf, i = j;
   }
-  if (rc == GH_OK && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &st->ev)) != GH_OK) {
+  if (st->held) tm->held_copies++;
+  if (rc == GH_OK && !st->held && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &st->ev)) != GH_OK) {
     st->ev = 0;  /* no event: wait for the stream at the finish instead */
   }
   /* The remap, while the copy runs. */
@@ -1458,7 +1485,10 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
    * release would not wait for this copy) */
   ordered = ordered && st->ev && !st->stage && (to == GH_TIER_HOST || tm->pool_cnt + st->nold <= tm->pool_cap);
   int rc = GH_OK;
-  if (!ordered) {
+  if (st->held) {
+    /* its copy comes with gh_tm_held_flush, which gives the old backing
+     * (to the spares now, with no event) the copy's event */
+  } else if (!ordered) {
     rc = st->ev ? GH_P(tm, tm->ops->event_sync(tm->fr, st->ev)) : GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
   } else if (to == GH_TIER_HOST) {
@@ -1942,6 +1972,63 @@ static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int w
   }
 }
 
+/* Queue the copies held back while a run was placed (homeless units
+ * evicted for it: gh_tm_move_start), with an event after each device
+ * allocation's: a map of memory that a copy reads waits in the driver for
+ * the copy (0.69 ms a 36 MiB chunk against 0.03-0.09 idle: bench/NOTES.md,
+ * host side, rows 46 and 48), so the run maps its allocations first and
+ * the copies follow. An allocation still spare keeps the event (whoever
+ * takes it waits, as for any evicted unit's); one the run took makes
+ * `user` wait for it (the host when NULL). Called when the run is mapped,
+ * and before anything could need that memory earlier: a device alias
+ * taken back from the spares, a spare released. A copy that cannot be
+ * queued loses the unit's data: recorded as the manager's sticky failure
+ * (later calls fail with GH_ERR_CORRUPT, see gh_tm_mover_failed). */
+static size_t gh_tm_spare_find(const gh_tmgr_t* tm, gh_pframe_t pf) {
+  for (size_t i = 0; i < tm->n_spare; i++)
+    if (tm->spare[i].pf == pf) return i;
+  return SIZE_MAX;
+}
+static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
+  const size_t n = tm->n_held;
+  if (!n) return;
+  tm->n_held = 0;
+  int rc = GH_OK;
+  for (size_t i = 0; i < n; i++) {
+    const gh_tm_held_t* h = &tm->held[i];
+    if (rc == GH_OK) rc = GH_P(tm, tm->ops->copy(tm->fr, h->dst, h->src, h->bytes, tm->copy_stream));
+    if (i + 1 < n && tm->held[i + 1].pf == h->pf) continue;  /* the allocation's last copy next */
+    gh_fevent_t ev = 0;
+    if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &ev)) != GH_OK) {
+      ev = 0;  /* no event: the host waits for the copies now */
+      GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+    }
+    const size_t si = gh_tm_spare_find(tm, h->pf);
+    if (si != SIZE_MAX) {
+      tm->spare[si].ev = ev;
+    } else if (ev) {
+      gh_tm_wait_for(tm, ev, user);
+      GH_P(tm, tm->ops->event_destroy(tm->fr, ev));
+    }
+  }
+  if (rc != GH_OK) {
+    pthread_mutex_lock(&tm->jmu);
+    if (!tm->mover_err) {
+      tm->mover_err = rc;
+      snprintf(tm->mover_what, sizeof tm->mover_what, "an eviction's copy could not be queued: %s",
+               gh_last_error_detail());
+    }
+    pthread_mutex_unlock(&tm->jmu);
+  }
+  gh_fevent_t last = 0;  /* the latest ordered batch's copies: these */
+  if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &last)) == GH_OK) {
+    if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
+    tm->ordered_ev = last;
+  } else {
+    GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+  }
+}
+
 /* Place a tensor of `span` bytes; GH_ERR_BUDGET when neither tier has
  * room (nothing changed then). fast: only memory mapped on the device
  * already (a slab with room, a cached run), GH_ERR_BUSY when none. */
@@ -2030,6 +2117,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       free(pas), free(pfs);
       return _gh_error(GH_ERR_NOMEM, "out of memory");
     }
+    tm->holding = !tm->hold_off && tm->ordered && !tm->ordered_off && !tm->mover_on;
     const size_t dev0 = gh_tm_device_room(tm, n);
     size_t npa = 0;
     int rc = GH_OK;
@@ -2054,6 +2142,8 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
     }
     for (size_t i = 0; i < npa; i++) pfs[i] = pas[i].pf;
     const int map_rc = rc == GH_OK ? GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, v), pfs, npa)) : GH_OK;
+    tm->holding = 0;
+    gh_tm_held_flush(tm, &t->streams[0]);
     if (rc != GH_OK || map_rc != GH_OK) {
       gh_tm_pas_drop(tm, pas, npa);
       free(pas), free(pfs);
@@ -2433,6 +2523,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     tm->dalias_off = da && *da == '0';
     const char* hl = getenv("GPUHEAP_HOMELESS");
     tm->homeless_off = hl && *hl == '0';
+    /* GPUHEAP_HOLD_COPIES=0: a homeless unit evicted for a tensor's run
+     * copies at once, and the run's map then waits in the driver for that
+     * copy (bench/NOTES.md, host side, rows 46 and 48). */
+    const char* hc = getenv("GPUHEAP_HOLD_COPIES");
+    tm->hold_off = hc && *hc == '0';
     /* A run freed on a stream goes to the next allocation of about its
      * size on that stream before its event (gh_tm_reuse);
      * GPUHEAP_SAME_STREAM_REUSE=0 turns it off, for comparisons
@@ -3334,6 +3429,14 @@ int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded) {
   uint64_t dummy = 0;
   uint64_t* n = recorded ? recorded : &dummy;
   GH_TM_SIM_CALL(tm, *n = _gh_frames_sim_fail_event(tm->fr, nth));
+}
+
+int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units) {
+  if (!tm || !units) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  pthread_mutex_lock(&tm->mu);
+  *units = tm->held_copies;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
 }
 
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames) {

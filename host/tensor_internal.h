@@ -63,6 +63,9 @@ int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth);
  * cudaEventRecord would; 0 cancels. *recorded (may be NULL): the event
  * records that succeeded so far, to count those a call makes. */
 int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded);
+/* Tests and replay_trace: homeless units evicted for a tensor's run whose
+ * copies waited for the run's map (tensor.c, gh_tm_held_flush). */
+int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units);
 /* Tests only: frames evicted homeless so far (a quiet tensor's home left
  * unmapped: gh_tm_homeless_ok). */
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames);

@@ -2202,6 +2202,76 @@ static void prefetch_ahead_no_event(void) {
   drain_and_destroy(tm, &m);
 }
 
+/* A quiet tensor evicted homeless for a run being placed holds its copy
+ * until the run is mapped (a map of memory that a copy reads waits in the
+ * driver for the copy): the run's stream then waits for the copy, and the
+ * bytes arrive on the host before the new tensor's writes; with
+ * GPUHEAP_HOLD_COPIES=0 the copy is queued at once. A held unit's memory
+ * released before the map (a request of another size) gets its copy
+ * first. Copies run only when something waits for them (sim_defer), and
+ * events never complete by queries alone, so a missing wait shows as
+ * damaged bytes. */
+static void held_copies_one(int on) {
+  if (!on) setenv("GPUHEAP_HOLD_COPIES", "0", 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames */
+  unsetenv("GPUHEAP_HOLD_COPIES");
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+  const size_t sz = 4 * MiB; /* one unit of 2 frames */
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  pat_fill(a, 0, sz, 51);
+  pat_fill(b, 0, sz, 52);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
+  uint64_t h0 = 0, h1 = 0;
+  int mapped = 1;
+  CHECK(_gh_tmgr_held_copies(tm, &h0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &c) == GH_OK); /* a goes, c takes its memory */
+  CHECK(_gh_tmgr_held_copies(tm, &h1) == GH_OK);
+  CHECK_EQ_U64(h1 - h0, (uint64_t)on);
+  CHECK(tier_of(tm, a) == GH_TIER_HOST);
+  CHECK(_gh_tmgr_sim_mapped(tm, a, &mapped) == GH_OK && !mapped);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK); /* c's stream reaches its first use */
+  pat_fill(c, 0, sz, 53);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* b quiet, evicted for a run of one frame: no spare of that size, so
+   * b's memory is released for a new allocation before the run is mapped. */
+  CHECK(gh_tensor_advise(tm, b, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_advise(tm, c, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 2 * MiB, GH_KIND_ACTIVATIONS, s1, &d) == GH_OK);
+  CHECK(tier_of(tm, b) == GH_TIER_HOST);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  pat_fill(d, 0, 2 * MiB, 54);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* Every byte: a and b brought back, c where it is. */
+  CHECK(gh_tensor_free(tm, d, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 51) == SIZE_MAX);
+  CHECK(gh_tensor_prefetch(tm, b, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(b, 0, sz, 52) == SIZE_MAX);
+  CHECK(gh_tensor_prefetch(tm, c, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(c, 0, sz, 53) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static void held_copies(void) {
+  held_copies_one(1);
+  held_copies_one(0);
+}
+
 /* A host-alias region with no room for an allocation of several frames
  * (held apart by _gh_tmgr_alias_fragment): an eviction takes host memory
  * as single frames, each at its own alias, and every byte comes back; with
@@ -2464,6 +2534,7 @@ int main(int argc, char** argv) {
   ordered_moves();
   prefetch_ahead();
   prefetch_ahead_no_event();
+  held_copies();
   host_alias_fragmented();
   failed_maps();
   cache_shortest();
