@@ -304,6 +304,8 @@ struct gh_tmgr_s {
   int dalias_off;                    /* GPUHEAP_DEVICE_ALIASES=0: moves stage every device allocation */
   int homeless_off;                  /* GPUHEAP_HOMELESS=0: quiet tensors' homes are mapped as others' */
   int hold_off;                      /* GPUHEAP_HOLD_COPIES=0: homeless evictions copy at once */
+  int wait_frees;                    /* room waits for pending frees before evicting: -1 when the next victim
+                                        is quiet (default), 1 always, 0 never (GPUHEAP_WAIT_FREES) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
   gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
   size_t n_held;
@@ -1750,6 +1752,24 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
   }
   if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
     gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
+  /* Before evicting, wait for pending frees (oldest first) while their
+   * memory can make the room, when the next victim is quiet (or
+   * GPUHEAP_WAIT_FREES=1): quiet moves do not wait for the streams, so the
+   * host runs ahead of the GPU and its frees stay pending; evicting then
+   * moves bytes that a wait would have saved (bench/NOTES.md, host side,
+   * rows 44 and 48: with quiet="auto", 1.54 GB a step against 1.57-1.73). */
+  const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && tm->cold_head && tm->cold_head->quiet);
+  while (wait && gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
+    gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
+    if (!b->done && b->ev) {
+      gh_tm_mover_drain(tm);
+      b->done = GH_P(tm, tm->ops->event_sync(tm->fr, b->ev)) == GH_OK;
+    }
+    if (!b->done) break;
+    gh_tm_reclaim(tm, 0);
+    if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
+      gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
+  }
   const size_t busy = gh_tm_dev_busy(tm);
   if (busy + k > tm->dev_budget_f) {
     const size_t low = (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
@@ -2528,6 +2548,8 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * copy (bench/NOTES.md, host side, rows 46 and 48). */
     const char* hc = getenv("GPUHEAP_HOLD_COPIES");
     tm->hold_off = hc && *hc == '0';
+    const char* wf = getenv("GPUHEAP_WAIT_FREES");
+    tm->wait_frees = wf && *wf ? *wf != '0' : -1;
     /* A run freed on a stream goes to the next allocation of about its
      * size on that stream before its event (gh_tm_reuse);
      * GPUHEAP_SAME_STREAM_REUSE=0 turns it off, for comparisons

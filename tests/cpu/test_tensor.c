@@ -2272,6 +2272,50 @@ static void held_copies(void) {
   held_copies_one(0);
 }
 
+/* Room for an allocation on another stream, with a pending free whose
+ * event has not completed and a cold tensor to evict: by default the
+ * manager waits for the free when the next victim is quiet (its move
+ * would not wait for the streams, so the host runs ahead of its frees),
+ * and evicts otherwise; GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
+static void wait_frees_one(const char* env, gh_advice_t advice, int waits) {
+  if (env) setenv("GPUHEAP_WAIT_FREES", env, 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
+  unsetenv("GPUHEAP_WAIT_FREES");
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
+  const size_t sz = 4 * MiB;
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  pat_fill(a, 0, sz, 61);
+  CHECK(gh_tensor_advise(tm, a, advice) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  gh_tmgr_stats_t s0, st;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_MSG(st.evictions - s0.evictions == (waits ? 0u : 2u), "GPUHEAP_WAIT_FREES=%s, advice %d: %llu frames evicted",
+            env ? env : "(unset)", (int)advice, (unsigned long long)(st.evictions - s0.evictions));
+  CHECK(tier_of(tm, a) == (waits ? GH_TIER_DEVICE : GH_TIER_HOST));
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 61) == SIZE_MAX);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, c, s2) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static void wait_frees(void) {
+  wait_frees_one(NULL, GH_ADVICE_QUIET, 1);
+  wait_frees_one(NULL, GH_ADVICE_COLD, 0);
+  wait_frees_one("0", GH_ADVICE_QUIET, 0);
+  wait_frees_one("1", GH_ADVICE_COLD, 1);
+}
+
 /* A host-alias region with no room for an allocation of several frames
  * (held apart by _gh_tmgr_alias_fragment): an eviction takes host memory
  * as single frames, each at its own alias, and every byte comes back; with
@@ -2535,6 +2579,7 @@ int main(int argc, char** argv) {
   prefetch_ahead();
   prefetch_ahead_no_event();
   held_copies();
+  wait_frees();
   host_alias_fragmented();
   failed_maps();
   cache_shortest();
