@@ -1757,7 +1757,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
    * GPUHEAP_WAIT_FREES=1): quiet moves do not wait for the streams, so the
    * host runs ahead of the GPU and its frees stay pending; evicting then
    * moves bytes that a wait would have saved (bench/NOTES.md, host side,
-   * rows 44 and 48: with quiet="auto", 1.54 GB a step against 1.57-1.73). */
+   * rows 44 and 49: with quiet="auto", 1.54 GB a step against 1.57-1.73). */
   const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && tm->cold_head && tm->cold_head->quiet);
   while (wait && gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
     gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
