@@ -110,6 +110,7 @@ struct gh_frames_s {
   uint64_t value_waits;       /* stream_wait_value calls */
   uint32_t fail_map;          /* tests: the fail_map-th map from now fails (0: none) */
   uint32_t fail_event;        /* tests: the fail_event-th event record from now fails (0: none) */
+  uint32_t fail_copy;         /* tests: the fail_copy-th copy from now fails (0: none) */
   uint64_t events_recorded;   /* event records that succeeded */
 };
 
@@ -437,6 +438,8 @@ static int gh_sim_stream_destroy(gh_frames_t* f, gh_stream_t st) {
 static int gh_sim_copy(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream) {
   if (!f || (bytes && (!dst || !src))) return _gh_error(GH_ERR_INVAL, "sim copy: bad arguments");
   if (!bytes) return GH_OK;
+  if (f->fail_copy && --f->fail_copy == 0)  /* as cudaMemcpyAsync failing: nothing queued */
+    return _gh_error(GH_ERR_CUDA, "sim copy: refused on purpose (_gh_frames_sim_fail_copy)");
   gh_sim_sstate_t* st = f->defer ? gh_sim_ss(f, stream) : NULL;
   if (st && f->n_copies == f->cap_copies) {
     const size_t cap = f->cap_copies ? 2 * f->cap_copies : 16;
@@ -596,6 +599,10 @@ uint64_t _gh_frames_sim_value_waits(gh_frames_t* f) { return f ? f->value_waits 
 
 void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth) {
   if (f) f->fail_map = nth;
+}
+
+void _gh_frames_sim_fail_copy(gh_frames_t* f, uint32_t nth) {
+  if (f) f->fail_copy = nth;
 }
 
 int _gh_frames_sim_mapped(gh_frames_t* f, const void* va) {

@@ -34,6 +34,9 @@ uint64_t _gh_frames_sim_value_waits(gh_frames_t* f);
  * GH_ERR_DEVICE_NOMEM and maps nothing, as a driver out of memory for
  * page tables would; 0 cancels. */
 void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth);
+/* Tests: the nth copy from now (1: the next) fails with GH_ERR_CUDA and
+ * copies nothing, as a failing cudaMemcpyAsync would; 0 cancels. */
+void _gh_frames_sim_fail_copy(gh_frames_t* f, uint32_t nth);
 /* Tests: the nth event record from now (1: the next) fails with
  * GH_ERR_CUDA and records nothing, as a failing cudaEventRecord would; 0
  * cancels. Returns the event records that succeeded so far. */

@@ -59,6 +59,9 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held);
  * mover's included) fails as a driver out of page-table memory would;
  * 0 cancels. */
 int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth);
+/* Tests only, simulation: the nth copy from now fails as a failing
+ * cudaMemcpyAsync would; 0 cancels. */
+int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth);
 /* Tests only, simulation: the nth event record from now fails as a failing
  * cudaEventRecord would; 0 cancels. *recorded (may be NULL): the event
  * records that succeeded so far, to count those a call makes. */

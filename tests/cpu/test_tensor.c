@@ -2267,9 +2267,34 @@ static void held_copies_one(int on) {
   drain_and_destroy(tm, &m);
 }
 
+/* A held copy that cannot be queued loses the unit's bytes: the call that
+ * placed the run succeeds (its tensor is whole), and every later
+ * allocation or prefetch fails with GH_ERR_CORRUPT, saying why. */
+static void held_copy_fails(void) {
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 0); /* 4 device frames */
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const size_t sz = 4 * MiB;
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
+  uint64_t h0 = 0, h1 = 0;
+  CHECK(_gh_tmgr_held_copies(tm, &h0) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_copy(tm, 1) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &c) == GH_OK); /* a's copy, held, then refused */
+  CHECK(_gh_tmgr_held_copies(tm, &h1) == GH_OK);
+  CHECK_EQ_U64(h1 - h0, 1);
+  CHECK(gh_tensor_alloc(tm, 4096, GH_KIND_ACTIVATIONS, NULL, &d) == GH_ERR_CORRUPT);
+  CHECK(strstr(gh_last_error_detail(), "copy could not be queued") != NULL);
+  CHECK(gh_tensor_prefetch(tm, a, NULL) == GH_ERR_CORRUPT);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+}
+
 static void held_copies(void) {
   held_copies_one(1);
   held_copies_one(0);
+  held_copy_fails();
 }
 
 /* Room for an allocation on another stream, with a pending free whose
