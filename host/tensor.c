@@ -1440,6 +1440,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
    * homeless unit evicted for a run being placed holds its copies back
    * until the run is mapped (gh_tm_held_flush). */
   st->held = rc == GH_OK && st->to_homeless && tm->holding && !st->stage && tm->n_held + nhost <= GH_TM_HELD_MAX;
+  const size_t held0 = tm->n_held;
   size_t off = 0;
   for (size_t i = 0; i < nhost && rc == GH_OK;) {
     size_t j = i + 1, nf = host[i].n;
@@ -1468,6 +1469,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
     }
   }
   if (rc != GH_OK) {
+    if (st->held) tm->n_held = held0, tm->held_copies--;  /* its copies, not queued, go with the move */
     GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));  /* no copy may still write into them */
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
     if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
