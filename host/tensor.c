@@ -335,7 +335,8 @@ struct gh_tmgr_s {
   int mover_busy;                    /* the mover is remapping (a job taken off the list) */
   int mover_hold;                    /* tests: the mover takes no job (_gh_tmgr_mover_hold) */
   uint32_t* word;
-  int mover_err;                     /* the mover's first failure (sticky), and what failed */
+  int mover_err;                     /* the first failure that cannot be undone (sticky: the mover's, or a
+                                        held copy's, gh_tm_held_flush), and what failed */
   char mover_what[192];
   gh_stream_t copy_stream;
   gh_stream_t* streams;  /* every stream seen */
@@ -756,7 +757,8 @@ static uint64_t gh_tm_mover_seal(gh_tmgr_t* tm) {
   return seq;
 }
 
-/* The mover's failure (GH_OK if none), recorded as this call's error. */
+/* The manager's sticky failure (GH_OK if none: see mover_err), recorded
+ * as this call's error. */
 static int gh_tm_mover_failed(gh_tmgr_t* tm) {
   pthread_mutex_lock(&tm->jmu);
   const int rc = tm->mover_err;
@@ -1994,6 +1996,13 @@ static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int w
   }
 }
 
+/* The spare that is allocation pf, or SIZE_MAX. */
+static size_t gh_tm_spare_find(const gh_tmgr_t* tm, gh_pframe_t pf) {
+  for (size_t i = 0; i < tm->n_spare; i++)
+    if (tm->spare[i].pf == pf) return i;
+  return SIZE_MAX;
+}
+
 /* Queue the copies held back while a run was placed (homeless units
  * evicted for it: gh_tm_move_start), with an event after each device
  * allocation's: a map of memory that a copy reads waits in the driver for
@@ -2006,11 +2015,6 @@ static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int w
  * taken back from the spares, a spare released. A copy that cannot be
  * queued loses the unit's data: recorded as the manager's sticky failure
  * (later calls fail with GH_ERR_CORRUPT, see gh_tm_mover_failed). */
-static size_t gh_tm_spare_find(const gh_tmgr_t* tm, gh_pframe_t pf) {
-  for (size_t i = 0; i < tm->n_spare; i++)
-    if (tm->spare[i].pf == pf) return i;
-  return SIZE_MAX;
-}
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
   const size_t n = tm->n_held;
   if (!n) return;
