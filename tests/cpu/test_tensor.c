@@ -2211,21 +2211,40 @@ static void prefetch_ahead_no_event(void) {
  * first. Copies run only when something waits for them (sim_defer), and
  * events never complete by queries alone, so a missing wait shows as
  * damaged bytes. */
+/* The held copies' tests: a manager of 4 device frames in chunks of 2,
+ * whose events complete only when waited for, full with *a and *b (4 MiB
+ * each on stream 0x1000, filled with stamps sa and sb), copies deferred
+ * from then on, and *a advised quiet. NULL when it could not be made. */
+#define HELD_SZ (4 * MiB)
+static gh_tmgr_t* held_setup(void** a, void** b, uint64_t sa, uint64_t sb) {
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000);
+  if (!tm) return NULL;
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s1, a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s1, b) == GH_OK);
+  pat_fill(*a, 0, HELD_SZ, sa);
+  pat_fill(*b, 0, HELD_SZ, sb);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  CHECK(gh_tensor_advise(tm, *a, GH_ADVICE_QUIET) == GH_OK);
+  return tm;
+}
+
+/* Bring p back on stream s (the stream run) and check its bytes. */
+static void held_check_back(gh_tmgr_t* tm, void* p, uint64_t stamp, gh_stream_t s) {
+  CHECK(gh_tensor_prefetch(tm, p, s) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s) == GH_OK);
+  CHECK(pat_check(p, 0, HELD_SZ, stamp) == SIZE_MAX);
+}
+
 static void held_copies_one(int on) {
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
   if (!on) setenv("GPUHEAP_HOLD_COPIES", "0", 1);
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames */
+  gh_tmgr_t* tm = held_setup(&a, &b, 51, 52);
   unsetenv("GPUHEAP_HOLD_COPIES");
   if (!tm) return;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
   const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
-  const size_t sz = 4 * MiB; /* one unit of 2 frames */
-  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-  pat_fill(a, 0, sz, 51);
-  pat_fill(b, 0, sz, 52);
-  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
-  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
+  const size_t sz = HELD_SZ; /* one unit of 2 frames */
   uint64_t h0 = 0, h1 = 0;
   int mapped = 1;
   CHECK(_gh_tmgr_held_copies(tm, &h0) == GH_OK);
@@ -2249,15 +2268,9 @@ static void held_copies_one(int on) {
   /* Every byte: a and b brought back, c where it is. */
   CHECK(gh_tensor_free(tm, d, s1) == GH_OK);
   CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
-  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(a, 0, sz, 51) == SIZE_MAX);
-  CHECK(gh_tensor_prefetch(tm, b, s1) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(b, 0, sz, 52) == SIZE_MAX);
-  CHECK(gh_tensor_prefetch(tm, c, s1) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(c, 0, sz, 53) == SIZE_MAX);
+  held_check_back(tm, a, 51, s1);
+  held_check_back(tm, b, 52, s1);
+  held_check_back(tm, c, 53, s1);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
   CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
@@ -2299,17 +2312,11 @@ static void held_copy_fails(void) {
 static void held_copy_no_event(void) {
   uint64_t records = 0;
   for (int pass = 0; pass < 2; pass++) {
-    gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
-    if (!tm) return;
-    CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-    const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
-    const size_t sz = 4 * MiB;
     void *a = NULL, *b = NULL, *c = NULL;
-    CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-    CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-    pat_fill(a, 0, sz, 71);
-    CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
-    CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
+    gh_tmgr_t* tm = held_setup(&a, &b, 71, 70);
+    if (!tm) return;
+    const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+    const size_t sz = HELD_SZ;
     uint64_t r0 = 0, r1 = 0, h0 = 0, h1 = 0;
     CHECK(_gh_tmgr_held_copies(tm, &h0) == GH_OK);
     CHECK(_gh_tmgr_sim_fail_event(tm, pass ? (uint32_t)(records - 1) : 0, &r0) == GH_OK);
@@ -2324,9 +2331,7 @@ static void held_copy_no_event(void) {
     pat_fill(c, 0, sz, 72);
     CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
     CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
-    CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
-    CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-    CHECK(pat_check(a, 0, sz, 71) == SIZE_MAX);
+    held_check_back(tm, a, 71, s1);
     CHECK(_gh_tmgr_check(tm) == GH_OK);
     CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
     CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
