@@ -38,8 +38,11 @@
  *   --probe-mover only: whether remaps on a second thread slow the kernel
  *           launches of the first, and what a stream's wait for a host-written
  *           value costs (probe_mover() below)
- *   --probe-inflight only: whether maps and unmaps of memory a copy uses
- *           wait for the copy (probe_inflight() below)
+ *   --probe-inflight only: whether maps and unmaps of memory a copy or a
+ *           kernel uses, or of memory beside it, wait for it
+ *           (probe_inflight() below)
+ *   --probe-engine only: which work in flight makes a map wait, and copies
+ *           by kernels against the copy engine (probe_engine() below)
  */
 #include <algorithm>
 #include <stdio.h>
@@ -48,6 +51,7 @@
 #include <time.h>
 #include <vector>
 
+#include <string>
 #include <thread>
 
 #include <cuda.h>
@@ -614,10 +618,13 @@ static void probe_inflight(int reps) {
   const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE);
   const CUmemAccessDesc d = probe_access();
   CUdeviceptr base = 0;
-  PCU(pd.reserve(&base, 3 * bytes, 2 << 20, 0, 0));
-  const CUdeviceptr H = base, A = base + bytes, N = base + 2 * bytes;
-  CUmemGenericAllocationHandle x;
+  PCU(pd.reserve(&base, 5 * bytes, 2 << 20, 0, 0));
+  const CUdeviceptr H = base, A = base + bytes, N = base + 2 * bytes, Y = base + 3 * bytes;
+  CUmemGenericAllocationHandle x, y;
   PCU(pd.create(&x, bytes, &pdv, 0));
+  PCU(pd.create(&y, bytes, &pdv, 0));
+  PCU(pd.map(Y, bytes, 0, y, 0));
+  PCU(pd.access(Y, bytes, &d, 1));
   PCU(pd.map(H, bytes, 0, x, 0));
   PCU(pd.access(H, bytes, &d, 1));
   PCU(pd.map(A, bytes, 0, x, 0));
@@ -626,12 +633,20 @@ static void probe_inflight(int reps) {
   CUDA_OK(cudaHostAlloc(&hbuf, bytes, cudaHostAllocDefault));
   cudaStream_t cs;
   CUDA_OK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
-  /* kind 0: GPU idle; 1: a copy reads X; 2: a copy writes X. unmap_home: H
-   * unmapped first (an eviction's home), else only N mapped. t[0] unmap H,
-   * t[1] map N + access, t[2] the copy's remaining time after the calls. */
+  /* kind 0: GPU idle; 1: a copy reads X; 2: a copy writes X; 3: a copy
+   * reads another allocation Y; 4: a kernel reads and writes X (through A);
+   * 5: a kernel reads and writes Y. unmap_home: H unmapped first (an
+   * eviction's home), else only N mapped. t[0] unmap H, t[1] map N +
+   * access, t[2] the copy's or kernel's remaining time after the calls. */
+  const size_t words = bytes / sizeof(uint64_t);
   auto once = [&](int kind, int unmap_home, double t[3]) {
     if (kind == 1) CUDA_OK(cudaMemcpyAsync(hbuf, (void*)A, bytes, cudaMemcpyDeviceToHost, cs));
     if (kind == 2) CUDA_OK(cudaMemcpyAsync((void*)A, hbuf, bytes, cudaMemcpyHostToDevice, cs));
+    if (kind == 3) CUDA_OK(cudaMemcpyAsync(hbuf, (void*)Y, bytes, cudaMemcpyDeviceToHost, cs));
+    if (kind == 4 || kind == 5) {
+      stream_words<<<264, 256, 0, cs>>>((uint64_t*)(kind == 4 ? A : Y), words, 40);
+      CUDA_OK(cudaGetLastError());
+    }
     const double t0 = now_s();
     if (unmap_home) PCU(pd.unmap(H, bytes));
     const double t1 = now_s();
@@ -647,9 +662,10 @@ static void probe_inflight(int reps) {
       PCU(pd.access(H, bytes, &d, 1));
     }
   };
-  const char* kinds[3] = {"GPU idle", "a copy reading it", "a copy writing it"};
+  const char* kinds[6] = {"GPU idle",          "a copy reading it",  "a copy writing it",
+                          "a copy reading Y",  "a kernel using it",  "a kernel using Y"};
   printf("probe-inflight: 36 MiB device allocation, medians of %d (ms)\n", reps);
-  for (int kind = 0; kind < 3; kind++)
+  for (int kind = 0; kind < 6; kind++)
     for (int uh = 1; uh >= 0; uh--) {
       std::vector<double> a, b, c;
       for (int r = -1; r < reps; r++) {
@@ -661,6 +677,31 @@ static void probe_inflight(int reps) {
              kinds[kind], uh ? "home unmapped first:" : "home kept mapped:  ", uh ? median(a) : 0.0, median(b),
              median(c));
     }
+  /* Maps of idle memory on this thread while another thread maps and
+   * unmaps other memory in a loop: whether the driver's calls on two
+   * threads wait for each other. */
+  {
+    const CUdeviceptr Z = base + 4 * bytes;
+    std::vector<double> b;
+    volatile int stop = 0;
+    std::thread th([&] {
+      CUDA_OK(cudaSetDevice(0));
+      while (!stop) {
+        PCU(pd.map(Z, bytes, 0, y, 0));
+        PCU(pd.access(Z, bytes, &d, 1));
+        PCU(pd.unmap(Z, bytes));
+      }
+    });
+    for (int r = 0; r < reps; r++) {
+      double t[3];
+      once(0, 0, t);
+      b.push_back(t[1]);
+    }
+    stop = 1;
+    th.join();
+    printf("probe-inflight: map elsewhere + access %.3f while another thread maps and unmaps other memory\n",
+           median(b));
+  }
   /* Launches of another thread while this one maps in flight. */
   cudaStream_t ks;
   CUDA_OK(cudaStreamCreateWithFlags(&ks, cudaStreamNonBlocking));
@@ -700,8 +741,10 @@ static void probe_inflight(int reps) {
   CUDA_OK(cudaFreeHost(hbuf));
   PCU(pd.unmap(H, bytes));
   PCU(pd.unmap(A, bytes));
+  PCU(pd.unmap(Y, bytes));
   PCU(pd.release(x));
-  PCU(pd.addr_free(base, 3 * bytes));
+  PCU(pd.release(y));
+  PCU(pd.addr_free(base, 5 * bytes));
 }
 
 typedef struct row_s {
@@ -722,13 +765,157 @@ static unsigned long long check(uint64_t* p, size_t bytes, uint64_t tag, uint64_
   return bad;
 }
 
+/* --probe-engine: what in flight makes a map wait (probe_inflight found
+ * that a device-to-host copy of any memory does, a kernel does not), and
+ * what a copy by a kernel (SMs writing host memory through its device
+ * address) runs at. Each map: a 36 MiB device allocation X mapped at a free
+ * address, then its access call, timed apart; medians of reps (ms). */
+__global__ void sm_copy16(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = src[i];
+}
+
+static void probe_engine(int reps) {
+  probe_load();
+  const size_t bytes = (size_t)36 << 20;
+  const CUmemAllocationProp pdv = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE);
+  const CUmemAllocationProp phs = probe_prop(CU_MEM_LOCATION_TYPE_HOST);
+  const CUmemAccessDesc d = probe_access();
+  CUdeviceptr base = 0;
+  PCU(pd.reserve(&base, 5 * bytes, 2 << 20, 0, 0));
+  const CUdeviceptr N = base, Y = base + bytes, Y2 = base + 2 * bytes, NH = base + 3 * bytes, HA = base + 4 * bytes;
+  CUmemGenericAllocationHandle x, y, y2, hx, ha;
+  PCU(pd.create(&x, bytes, &pdv, 0));
+  PCU(pd.create(&y, bytes, &pdv, 0));
+  PCU(pd.create(&y2, bytes, &pdv, 0));
+  PCU(pd.create(&hx, bytes, &phs, 0));
+  PCU(pd.create(&ha, bytes, &phs, 0));
+  PCU(pd.map(HA, bytes, 0, ha, 0));
+  PCU(pd.access(HA, bytes, &d, 1));
+  PCU(pd.map(Y, bytes, 0, y, 0));
+  PCU(pd.access(Y, bytes, &d, 1));
+  PCU(pd.map(Y2, bytes, 0, y2, 0));
+  PCU(pd.access(Y2, bytes, &d, 1));
+  void* hbuf = NULL;
+  CUDA_OK(cudaHostAlloc(&hbuf, bytes, cudaHostAllocDefault));
+  void* hdev = NULL;
+  CUDA_OK(cudaHostGetDevicePointer(&hdev, hbuf, 0));
+  cudaStream_t cs, cs2;
+  CUDA_OK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&cs2, cudaStreamNonBlocking));
+  const size_t n16 = bytes / 16;
+  /* what: 0 idle; 1 one D2H copy of Y; 2 four D2H copies of Y/4 queued;
+   * 3 two D2H copies of Y/2 on two streams; 4 a D2D copy Y -> Y2; 5 a
+   * kernel copying Y to host memory (66 blocks); 6 an H2D copy into Y;
+   * 7 a copy of Y to host memory mapped by the driver at HA (as the
+   * manager's aliases, cudaMemcpyDefault); 8 a kernel of 8 blocks copying
+   * Y to HA.
+   * host: map host memory (hx) instead of X. t: map, access, left. */
+  auto once = [&](int what, int host, double t[3]) {
+    const CUdeviceptr at = host ? NH : N;
+    switch (what) {
+      case 1: CUDA_OK(cudaMemcpyAsync(hbuf, (void*)Y, bytes, cudaMemcpyDeviceToHost, cs)); break;
+      case 2:
+        for (int k = 0; k < 4; k++)
+          CUDA_OK(cudaMemcpyAsync((char*)hbuf + k * (bytes / 4), (char*)Y + k * (bytes / 4), bytes / 4,
+                                  cudaMemcpyDeviceToHost, cs));
+        break;
+      case 3:
+        CUDA_OK(cudaMemcpyAsync(hbuf, (void*)Y, bytes / 2, cudaMemcpyDeviceToHost, cs));
+        CUDA_OK(cudaMemcpyAsync((char*)hbuf + bytes / 2, (char*)Y + bytes / 2, bytes / 2, cudaMemcpyDeviceToHost, cs2));
+        break;
+      case 4: CUDA_OK(cudaMemcpyAsync((void*)Y2, (void*)Y, bytes, cudaMemcpyDeviceToDevice, cs)); break;
+      case 5:
+        sm_copy16<<<66, 512, 0, cs>>>((const uint4*)Y, (uint4*)hdev, n16);
+        CUDA_OK(cudaGetLastError());
+        break;
+      case 6: CUDA_OK(cudaMemcpyAsync((void*)Y, hbuf, bytes, cudaMemcpyHostToDevice, cs)); break;
+      case 7: CUDA_OK(cudaMemcpyAsync((void*)HA, (void*)Y, bytes, cudaMemcpyDefault, cs)); break;
+      case 8:
+        sm_copy16<<<8, 512, 0, cs>>>((const uint4*)Y, (uint4*)HA, n16);
+        CUDA_OK(cudaGetLastError());
+        break;
+      default: break;
+    }
+    const double t0 = now_s();
+    PCU(pd.map(at, bytes, 0, host ? hx : x, 0));
+    const double t1 = now_s();
+    PCU(pd.access(at, bytes, &d, 1));
+    const double t2 = now_s();
+    CUDA_OK(cudaStreamSynchronize(cs));
+    CUDA_OK(cudaStreamSynchronize(cs2));
+    const double t3 = now_s();
+    t[0] = 1e3 * (t1 - t0), t[1] = 1e3 * (t2 - t1), t[2] = 1e3 * (t3 - t2);
+    PCU(pd.unmap(at, bytes));
+  };
+  const char* whats[9] = {"GPU idle",   "one D2H copy",  "four D2H copies queued", "D2H on two streams",
+                          "a D2D copy", "a kernel copying to host", "an H2D copy", "a copy to mapped host",
+                          "8 blocks copying to mapped host"};
+  printf("probe-engine: a 36 MiB allocation mapped while other memory is in flight, medians of %d (ms)\n", reps);
+  for (int host = 0; host < 2; host++)
+    for (int w = 0; w < 9; w++) {
+      std::vector<double> a, b, c;
+      for (int r = -1; r < reps; r++) {
+        double t[3];
+        once(w, host, t);
+        if (r >= 0) a.push_back(t[0]), b.push_back(t[1]), c.push_back(t[2]);
+      }
+      printf("probe-engine: %s memory, %-26s map %.3f access %.3f, the work left after them %.3f\n",
+             host ? "host  " : "device", whats[w], median(a), median(b), median(c));
+    }
+  /* Copy rates: the copy engine against kernels of B blocks, both ways,
+   * 36 MiB x 8 a rep. */
+  cudaEvent_t e0, e1;
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+  const int blocks[] = {0, 4, 8, 16, 33, 66, 132};
+  for (int dir = 0; dir < 2; dir++)
+    for (int bi = 0; bi < (int)(sizeof blocks / sizeof blocks[0]); bi++) {
+      std::vector<double> g;
+      for (int r = -1; r < reps; r++) {
+        CUDA_OK(cudaEventRecord(e0, cs));
+        for (int k = 0; k < 8; k++) {
+          if (blocks[bi] == 0)
+            CUDA_OK(cudaMemcpyAsync(dir ? (void*)Y : hbuf, dir ? hbuf : (void*)Y, bytes,
+                                    dir ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, cs));
+          else
+            sm_copy16<<<blocks[bi], 512, 0, cs>>>(dir ? (const uint4*)hdev : (const uint4*)Y,
+                                                  dir ? (uint4*)Y : (uint4*)hdev, n16);
+        }
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaEventRecord(e1, cs));
+        CUDA_OK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= 0) g.push_back(8.0 * bytes / (ms * 1e6));
+      }
+      printf("probe-engine: %s %-14s %6.2f GB/s (min %.2f max %.2f)\n", dir ? "H2D" : "D2H",
+             blocks[bi] ? (std::to_string(blocks[bi]) + " blocks").c_str() : "copy engine", median(g),
+             *std::min_element(g.begin(), g.end()), *std::max_element(g.begin(), g.end()));
+    }
+  CUDA_OK(cudaEventDestroy(e0));
+  CUDA_OK(cudaEventDestroy(e1));
+  CUDA_OK(cudaStreamDestroy(cs));
+  CUDA_OK(cudaStreamDestroy(cs2));
+  CUDA_OK(cudaFreeHost(hbuf));
+  PCU(pd.unmap(Y, bytes));
+  PCU(pd.unmap(Y2, bytes));
+  PCU(pd.unmap(HA, bytes));
+  PCU(pd.release(ha));
+  PCU(pd.release(x));
+  PCU(pd.release(y));
+  PCU(pd.release(y2));
+  PCU(pd.release(hx));
+  PCU(pd.addr_free(base, 5 * bytes));
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int reps = 7;
   size_t max_mib = 1024;
   const char* csv_path = NULL;
   const char* json_path = NULL;
-  int do_probe = 0, probe_host = 0, probe_ovl = 0, probe_mov = 0, probe_inf = 0;
+  int do_probe = 0, probe_host = 0, probe_ovl = 0, probe_mov = 0, probe_inf = 0, probe_eng = 0;
   std::vector<size_t> chunks = {4, 8, 16, 32};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -744,9 +931,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--probe-overlap")) probe_ovl = 1;
     else if (!strcmp(argv[i], "--probe-mover")) probe_mov = 1;
     else if (!strcmp(argv[i], "--probe-inflight")) probe_inf = 1;
+    else if (!strcmp(argv[i], "--probe-engine")) probe_eng = 1;
     else {
       fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--chunks F,...] [--csv PATH] [--json PATH] [--probe] "
-              "[--probe-host] [--probe-overlap] [--probe-mover] [--probe-inflight]\n",
+              "[--probe-host] [--probe-overlap] [--probe-mover] [--probe-inflight] [--probe-engine]\n",
               argv[0]);
       return 2;
     }
@@ -760,12 +948,13 @@ int main(int argc, char** argv) {
     return 77;
   }
   CUDA_OK(cudaSetDevice(0));
-  if (probe_host || probe_ovl || probe_mov || probe_inf) {
+  if (probe_host || probe_ovl || probe_mov || probe_inf || probe_eng) {
     CUDA_OK(cudaFree(0)); /* a context for the driver calls */
     if (probe_host) probe_host_kinds(reps);
     if (probe_ovl) probe_overlap(reps);
     if (probe_mov) probe_mover(reps);
     if (probe_inf) probe_inflight(reps);
+    if (probe_eng) probe_engine(reps);
     return 0;
   }
   cudaDeviceProp prop;
