@@ -82,6 +82,10 @@ typedef struct gh_frames_ops_s {
   int (*stream_create)(gh_frames_t* f, gh_stream_t* out);
   int (*stream_destroy)(gh_frames_t* f, gh_stream_t s);
   int (*copy)(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream);
+  /* As copy, from device memory to host memory, by a kernel instead of the
+   * copy engine (vmm: host/copy_kernel.cu says why); dst, src and bytes
+   * frame-aligned. */
+  int (*copy_to_host)(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream);
   int (*stream_sync)(gh_frames_t* f, gh_stream_t stream);
   /* Record an event on stream (the provider allocates it); query returns
    * GH_OK when the stream has reached it, GH_ERR_BUSY while not; sync waits;

@@ -108,6 +108,7 @@ struct gh_frames_s {
   size_t n_ss, cap_ss;
   uint64_t stream_waits;      /* stream_wait calls */
   uint64_t value_waits;       /* stream_wait_value calls */
+  uint64_t copies_to_host;    /* copy_to_host calls that copied */
   uint32_t fail_map;          /* tests: the fail_map-th map from now fails (0: none) */
   uint32_t fail_event;        /* tests: the fail_event-th event record from now fails (0: none) */
   uint32_t fail_copy;         /* tests: the fail_copy-th copy from now fails (0: none) */
@@ -456,6 +457,13 @@ static int gh_sim_copy(gh_frames_t* f, void* dst, const void* src, size_t bytes,
   return GH_OK;
 }
 
+/* The simulation copies to the host as any copy, counted apart. */
+static int gh_sim_copy_to_host(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream) {
+  const int rc = gh_sim_copy(f, dst, src, bytes, stream);
+  if (rc == GH_OK && bytes) f->copies_to_host++;
+  return rc;
+}
+
 /* 1 while a word that the stream's or event's work waits for is short of its value. */
 static int gh_sim_held(const uint32_t* w, uint32_t value) {
   return w && __atomic_load_n(w, __ATOMIC_ACQUIRE) < value;
@@ -563,6 +571,7 @@ const gh_frames_ops_t _gh_frames_sim = {
     .stream_create = gh_sim_stream_create,
     .stream_destroy = gh_sim_stream_destroy,
     .copy = gh_sim_copy,
+    .copy_to_host = gh_sim_copy_to_host,
     .stream_sync = gh_sim_stream_sync,
     .event_record = gh_sim_event_record,
     .event_query = gh_sim_event_query,
@@ -596,6 +605,8 @@ void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_wa
 }
 
 uint64_t _gh_frames_sim_value_waits(gh_frames_t* f) { return f ? f->value_waits : 0; }
+
+uint64_t _gh_frames_sim_copies_to_host(gh_frames_t* f) { return f ? f->copies_to_host : 0; }
 
 void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth) {
   if (f) f->fail_map = nth;

@@ -30,6 +30,8 @@ void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_wa
 /* stream_wait_value calls so far; whether `stream` now waits for a word
  * short of its value. */
 uint64_t _gh_frames_sim_value_waits(gh_frames_t* f);
+/* copy_to_host calls so far that copied something. */
+uint64_t _gh_frames_sim_copies_to_host(gh_frames_t* f);
 /* Tests: the nth map call from now (1: the next) fails with
  * GH_ERR_DEVICE_NOMEM and maps nothing, as a driver out of memory for
  * page tables would; 0 cancels. */

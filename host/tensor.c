@@ -304,6 +304,8 @@ struct gh_tmgr_s {
   int dalias_off;                    /* GPUHEAP_DEVICE_ALIASES=0: moves stage every device allocation */
   int homeless_off;                  /* GPUHEAP_HOMELESS=0: quiet tensors' homes are mapped as others' */
   int hold_off;                      /* GPUHEAP_HOLD_COPIES=0: homeless evictions copy at once */
+  int copy_kernel;                   /* evictions copy by a kernel: -1 homeless units' (default), 1 every
+                                        unit's, 0 none (GPUHEAP_COPY_KERNEL; gh_tm_copy_out) */
   int wait_frees;                    /* room waits for pending frees before evicting: -1 when the next victim
                                         is quiet (default), 1 always, 0 never (GPUHEAP_WAIT_FREES) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
@@ -1405,6 +1407,22 @@ static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t) {
   return rc;
 }
 
+/* An eviction's copy (device to host) on the copy stream: by the
+ * provider's kernel for a homeless unit (GPUHEAP_COPY_KERNEL=1: every
+ * unit, 0: none), else by the copy engine. A map's access call waits in
+ * the driver for every device-to-host copy of the copy engine in flight,
+ * whatever memory it reads, and for this kernel only briefly (0.69 against
+ * 0.08 ms for 36 MiB: host/copy_kernel.cu, bench/NOTES.md, host side, row
+ * 51); the maps that run beside evictions are the device maps of the runs
+ * they make room for. A unit with a home is left to the engine by default:
+ * its home's host-memory map waits for either copy, and longer for the
+ * kernel's (0.95 against 0.76 ms). */
+static int gh_tm_copy_out(gh_tmgr_t* tm, void* dst, const void* src, size_t bytes, int homeless) {
+  if (tm->ops->copy_to_host && (tm->copy_kernel > 0 || (tm->copy_kernel < 0 && homeless)))
+    return tm->ops->copy_to_host(tm->fr, dst, src, bytes, tm->copy_stream);
+  return tm->ops->copy(tm->fr, dst, src, bytes, tm->copy_stream);
+}
+
 /* Start moving unit u into tier `to`, staging window `slot`: 1 when its
  * copy is under way and its home holds the new backing (mover: its remap
  * is queued for the mover), 0 (nothing changed) when not. */
@@ -1452,8 +1470,8 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
     if (st->held)
       tm->held[tm->n_held++] = (gh_tm_held_t){dev->pf, h, d, nf * tm->frame};
     else
-      rc = GH_P(tm, tm->ops->copy(tm->fr, to == GH_TIER_DEVICE ? d : h, to == GH_TIER_DEVICE ? h : d,
-                                   nf * tm->frame, tm->copy_stream));
+      rc = GH_P(tm, to == GH_TIER_DEVICE ? tm->ops->copy(tm->fr, d, h, nf * tm->frame, tm->copy_stream)
+                                         : gh_tm_copy_out(tm, h, d, nf * tm->frame, st->to_homeless));
     off += nf, i = j;
   }
   if (st->held) tm->held_copies++;
@@ -2022,7 +2040,7 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
   int rc = GH_OK;
   for (size_t i = 0; i < n; i++) {
     const gh_tm_held_t* h = &tm->held[i];
-    if (rc == GH_OK) rc = GH_P(tm, tm->ops->copy(tm->fr, h->dst, h->src, h->bytes, tm->copy_stream));
+    if (rc == GH_OK) rc = GH_P(tm, gh_tm_copy_out(tm, h->dst, h->src, h->bytes, 1));
     if (i + 1 < n && tm->held[i + 1].pf == h->pf) continue;  /* the allocation's last copy next */
     gh_fevent_t ev = 0;
     if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &ev)) != GH_OK) {
@@ -2554,6 +2572,8 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * copy (bench/NOTES.md, host side, rows 46 and 48). */
     const char* hc = getenv("GPUHEAP_HOLD_COPIES");
     tm->hold_off = hc && *hc == '0';
+    const char* ck = getenv("GPUHEAP_COPY_KERNEL");
+    tm->copy_kernel = ck && *ck ? *ck != '0' : -1;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
     tm->wait_frees = wf && *wf ? *wf != '0' : -1;
     /* A run freed on a stream goes to the next allocation of about its
@@ -3453,6 +3473,11 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
 
 int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_map(tm->fr, nth)); }
 int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_copy(tm->fr, nth)); }
+
+int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n) {
+  if (!n) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_sim_copies_to_host: NULL");
+  GH_TM_SIM_CALL(tm, *n = _gh_frames_sim_copies_to_host(tm->fr));
+}
 
 int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded) {
   uint64_t dummy = 0;

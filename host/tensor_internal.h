@@ -62,6 +62,9 @@ int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth);
 /* Tests only, simulation: the nth copy from now fails as a failing
  * cudaMemcpyAsync would; 0 cancels. */
 int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth);
+/* Tests only, simulation: *n = copies made by the provider's copy_to_host
+ * so far (evictions copied by a kernel: gh_tm_copy_out). */
+int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n);
 /* Tests only, simulation: the nth event record from now fails as a failing
  * cudaEventRecord would; 0 cancels. *recorded (may be NULL): the event
  * records that succeeded so far, to count those a call makes. */

@@ -543,8 +543,12 @@ static int vmm_stream_create(gh_frames_t* f, gh_stream_t* out) {
   if (f == NULL || out == NULL) return _gh_error(GH_ERR_INVAL, "vmm_stream_create: NULL");
   const int err = vmm_enter(f);
   if (err != GH_OK) return err;
+  /* The greatest priority: the copies by kernel (copy_to_host) get SMs
+   * before the blocks of the work they make room for. */
+  int least = 0, greatest = 0;
+  GH_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   cudaStream_t s = NULL;
-  GH_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  GH_CUDA_TRY(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
   *out = (gh_stream_t)s;
   return GH_OK;
 }
@@ -563,6 +567,17 @@ static int vmm_copy(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh
   const int err = vmm_enter(f);
   if (err != GH_OK) return err;
   GH_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream));
+  return GH_OK;
+}
+
+int _gh_copy_kernel(void* dst, const void* src, size_t bytes, cudaStream_t stream); /* copy_kernel.cu */
+
+static int vmm_copy_to_host(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream) {
+  if (f == NULL || ((dst == NULL || src == NULL) && bytes != 0)) return _gh_error(GH_ERR_INVAL, "vmm_copy_to_host: NULL");
+  if (bytes == 0) return GH_OK;
+  const int err = vmm_enter(f);
+  if (err != GH_OK) return err;
+  GH_CUDA_TRY((cudaError_t)_gh_copy_kernel(dst, src, bytes, (cudaStream_t)stream));
   return GH_OK;
 }
 
@@ -665,6 +680,7 @@ const gh_frames_ops_t _gh_frames_vmm = {
     .stream_create = vmm_stream_create,
     .stream_destroy = vmm_stream_destroy,
     .copy = vmm_copy,
+    .copy_to_host = vmm_copy_to_host,
     .stream_sync = vmm_stream_sync,
     .event_record = vmm_event_record,
     .event_query = vmm_event_query,

@@ -2348,6 +2348,59 @@ static void held_copies(void) {
   held_copy_no_event();
 }
 
+/* Which evictions copy by the provider's kernel (copy_to_host): by
+ * default a homeless unit's (a quiet tensor's, its home left unmapped),
+ * not one whose home gets host memory; GPUHEAP_COPY_KERNEL=1 every
+ * eviction's, =0 none. A restore never does (nor, by default, the
+ * evictions of tensors with homes it makes room for). Bytes are checked after each
+ * round trip (copies deferred until waited for). */
+static void copy_kernel_one(const char* env, int quiet_by_kernel, int cold_by_kernel) {
+  void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+  if (env) setenv("GPUHEAP_COPY_KERNEL", env, 1);
+  gh_tmgr_t* tm = held_setup(&a, &b, 81, 82); /* a quiet */
+  unsetenv("GPUHEAP_COPY_KERNEL");
+  if (!tm) return;
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+  uint64_t n0 = 0, n1 = 0, n2 = 0, n3 = 0;
+  CHECK(_gh_tmgr_sim_copies_to_host(tm, &n0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s1, &c) == GH_OK); /* a goes, homeless */
+  CHECK(_gh_tmgr_sim_copies_to_host(tm, &n1) == GH_OK);
+  CHECK(tier_of(tm, a) == GH_TIER_HOST);
+  CHECK_MSG((n1 > n0) == quiet_by_kernel, "GPUHEAP_COPY_KERNEL=%s: a quiet unit's eviction made %llu kernel copies",
+            env ? env : "(unset)", (unsigned long long)(n1 - n0));
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  pat_fill(c, 0, HELD_SZ, 83);
+  CHECK(gh_tensor_advise(tm, b, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s1, &d) == GH_OK); /* b goes, its home mapped */
+  CHECK(_gh_tmgr_sim_copies_to_host(tm, &n2) == GH_OK);
+  CHECK(tier_of(tm, b) == GH_TIER_HOST);
+  CHECK_MSG((n2 > n1) == cold_by_kernel, "GPUHEAP_COPY_KERNEL=%s: a cold unit's eviction made %llu kernel copies",
+            env ? env : "(unset)", (unsigned long long)(n2 - n1));
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(b, 0, HELD_SZ, 82) == SIZE_MAX); /* read in place over its home */
+  CHECK(gh_tensor_free(tm, d, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  CHECK(_gh_tmgr_sim_copies_to_host(tm, &n2) == GH_OK);
+  held_check_back(tm, a, 81, s1); /* restores (by the engine), evicting c (not quiet) for room */
+  held_check_back(tm, b, 82, s1);
+  CHECK(_gh_tmgr_sim_copies_to_host(tm, &n3) == GH_OK);
+  if (!cold_by_kernel) CHECK_EQ_U64(n3, n2);
+  CHECK(pat_check(c, 0, HELD_SZ, 83) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static void copy_kernel(void) {
+  copy_kernel_one(NULL, 1, 0);
+  copy_kernel_one("1", 1, 1);
+  copy_kernel_one("0", 0, 0);
+}
+
 /* Room for an allocation on another stream, with a pending free whose
  * event has not completed and a cold tensor to evict: by default the
  * manager waits for the free when the next victim is quiet (its move
@@ -2655,6 +2708,7 @@ int main(int argc, char** argv) {
   prefetch_ahead();
   prefetch_ahead_no_event();
   held_copies();
+  copy_kernel();
   wait_frees();
   host_alias_fragmented();
   failed_maps();
