@@ -141,8 +141,7 @@ enum { GH_TM_RELEASE_SHORTEST = 0, GH_TM_RELEASE_OLDEST, GH_TM_RELEASE_NEWEST };
 
 /* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
  * for reuse (see the cache below). */
-enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE,
-       GH_VF_UNMAPPING /* given back, its unmap queued for the unmapper (gh_tm_um_reap frees it) */ };
+enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE };
 enum { GH_T_LIVE = 0, GH_T_PENDING = 1 };
 /* A free leaves its frames' counts to the manager's next call (gh_tm_lock),
  * so that its cost does not grow with the tensor's frames. */
@@ -207,15 +206,7 @@ typedef struct gh_tm_pa_s {
   uint8_t tier;
   gh_fevent_t ev;  /* the event after an ordered move's copy that may still read it (a spare's, kept until
                       the allocation backs a tensor: gh_tm_pa_commit), or 0 */
-  uint64_t useq;   /* the unmapper's job that unmaps it somewhere: done before it is released (0: none) */
 } gh_tm_pa_t;
-
-/* An unmap of vframes [v0, v0 + n) for the unmapper (gh_tm_um_main). */
-typedef struct gh_tm_ujob_s {
-  size_t v0, n;
-  uint64_t seq;
-  int rc;
-} gh_tm_ujob_t;
 
 /* A home remap for the mover (gh_tm_mover_main): unmap k frames at home,
  * map pfs[0..n) there; seq != 0 on the last job of a batch. */
@@ -234,7 +225,6 @@ typedef struct gh_vframe_s {
   uint8_t clock;        /* CLOCK credits */
   uint8_t mark;         /* chosen as a victim in this batch */
   uint8_t homeless;     /* on the host with its home unmapped (a quiet run's unit: gh_tm_homeless_ok) */
-  uint64_t useq;        /* the allocation's gh_tm_pa_t useq */
   uint32_t born;        /* the eviction batch (tm->evict_gen) in which it last got device memory */
   uint32_t live;        /* tensors with bytes here, pending ones included */
   uint32_t pending;     /* ... of which freed, waiting for their event */
@@ -350,18 +340,6 @@ struct gh_tmgr_s {
   int mover_err;                     /* the first failure that cannot be undone (sticky: the mover's, or a
                                         held copy's, gh_tm_held_flush), and what failed */
   char mover_what[192];
-  /* The unmapper: a thread that unmaps the runs given back (gh_tm_um_main).
-   * Jobs uj[0, un) are not reaped yet; 1..useq were queued, 1..udone are
-   * done. Under umu. */
-  pthread_mutex_t umu;
-  pthread_cond_t ucv, udone_cv;
-  pthread_t unmapper;
-  int um_on, um_stop, um_off;        /* running; told to stop; GPUHEAP_UNMAPPER=0 */
-  int um_hold;                       /* tests: the unmapper takes no job (_gh_tmgr_unmapper_hold) */
-  gh_tm_ujob_t* uj;
-  size_t un, ucap;
-  uint64_t useq, udone;
-  uint64_t um_failed;                /* its unmaps that failed: their addresses stay out of use */
   gh_stream_t copy_stream;
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
@@ -683,84 +661,6 @@ static void gh_tm_ahead_join(gh_tmgr_t* tm, gh_tensor_t* t, const gh_stream_t* s
 static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_stream_t* user) {
   if (user && *user == tm->copy_stream) return;
   if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, user);
-}
-
-/* ---------------------------------------------------------------- the unmapper
- * Runs given back (a freed tensor's, a cached run released for room) are
- * unmapped by a thread of the manager's own, so that the calling thread,
- * which also queues the framework's work, does not make those calls
- * (~0.05 ms each, ~100 a training step of python/tests/gpu_train.py (c):
- * bench/NOTES.md, host side, row 52). Nobody holds those addresses, and an
- * allocation may be mapped at several addresses at once, so its memory goes
- * to the spares at once and may back another run before the old mapping is
- * gone; its addresses stay out of use (GH_VF_UNMAPPING) until the job is
- * done and reaped (gh_tm_find_run), and a release of the allocation waits
- * for the job (gh_tm_um_wait: the provider releases only what is mapped
- * nowhere). Device memory only; host memory given back is unmapped at
- * once (the pool thread may release it). GPUHEAP_UNMAPPER=0 unmaps on the
- * calling thread; off with GPUHEAP_MOVER=1 (its calls drain the mover). */
-static uint64_t gh_tm_um_push(gh_tmgr_t* tm, size_t v0, size_t n) {
-  pthread_mutex_lock(&tm->umu);
-  if (tm->un == tm->ucap) {
-    const size_t cap = tm->ucap ? 2 * tm->ucap : 64;
-    gh_tm_ujob_t* p = realloc(tm->uj, cap * sizeof *p);
-    if (!p) {
-      pthread_mutex_unlock(&tm->umu);
-      return 0;  /* the caller unmaps itself */
-    }
-    tm->uj = p, tm->ucap = cap;
-  }
-  const uint64_t seq = ++tm->useq;
-  tm->uj[tm->un++] = (gh_tm_ujob_t){v0, n, seq, GH_OK};
-  pthread_cond_signal(&tm->ucv);
-  pthread_mutex_unlock(&tm->umu);
-  return seq;
-}
-
-/* Wait until the unmapper has done job seq (0: none). */
-static void gh_tm_um_wait(gh_tmgr_t* tm, uint64_t seq) {
-  if (!seq || !tm->um_on) return;
-  pthread_mutex_lock(&tm->umu);
-  while (tm->udone < seq) pthread_cond_wait(&tm->udone_cv, &tm->umu);
-  pthread_mutex_unlock(&tm->umu);
-}
-
-/* Jobs up to seq (done): their vframes are free again (those whose unmap
- * failed stay out of use, counted in um_failed). Under mu. */
-static void gh_tm_um_reap(gh_tmgr_t* tm, uint64_t seq) {
-  if (!tm->un) return;
-  pthread_mutex_lock(&tm->umu);
-  size_t k = 0;
-  for (; k < tm->un && tm->uj[k].seq <= seq && tm->uj[k].seq <= tm->udone; k++) {
-    const gh_tm_ujob_t* j = &tm->uj[k];
-    if (j->rc != GH_OK) {
-      tm->um_failed++;
-      continue;
-    }
-    for (size_t v = j->v0; v < j->v0 + j->n; v++) tm->vf[v].role = GH_VF_FREE;
-    if (j->v0 < tm->free_hint) tm->free_hint = j->v0;
-  }
-  if (k) memmove(tm->uj, tm->uj + k, (tm->un - k) * sizeof *tm->uj), tm->un -= k;
-  pthread_mutex_unlock(&tm->umu);
-}
-
-static void* gh_tm_um_main(void* arg) {
-  gh_tmgr_t* tm = arg;
-  pthread_mutex_lock(&tm->umu);
-  for (;;) {
-    while ((tm->udone == tm->useq || tm->um_hold) && !tm->um_stop) pthread_cond_wait(&tm->ucv, &tm->umu);
-    if (tm->udone == tm->useq) break;  /* told to stop, nothing left */
-    const uint64_t seq = tm->udone + 1;
-    const gh_tm_ujob_t j = tm->uj[seq - tm->uj[0].seq];
-    pthread_mutex_unlock(&tm->umu);
-    const int rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, j.v0), j.n));
-    pthread_mutex_lock(&tm->umu);
-    tm->uj[seq - tm->uj[0].seq].rc = rc;  /* (reaping keeps the jobs not done: the index holds) */
-    tm->udone = seq;
-    pthread_cond_broadcast(&tm->udone_cv);
-  }
-  pthread_mutex_unlock(&tm->umu);
-  return NULL;
 }
 
 /* ---------------------------------------------------------------- the mover
@@ -1099,7 +999,7 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_str
       rc = gh_tm_host_make(tm, n, alias, &out->pf);
       if (rc == GH_OK) {
         tm->host_used += n;
-        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0, out->useq = 0;
+        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0;
       } else {
         gh_tm_alias_put(tm, alias, n);
       }
@@ -1152,7 +1052,7 @@ static void* gh_tm_pool_main(void* arg) {
     tm->host_used += n, tm->pool_inflight += n;
     gh_tm_pool_count(tm, n, +1);
     pthread_mutex_unlock(&tm->mu);
-    gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST, 0, 0};
+    gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST, 0};
     const int rc = gh_tm_host_make(tm, n, alias, &pa.pf);
     pthread_mutex_lock(&tm->mu);
     tm->pool_inflight -= n;
@@ -1252,7 +1152,6 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
 }
 
 static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
-  gh_tm_um_wait(tm, pa->useq);  /* mapped nowhere first */
   for (size_t i = 0; i < tm->n_held; i++)
     if (tm->held[i].pf == pa->pf) gh_tm_held_flush(tm, NULL);  /* its copy first */
   gh_tm_pa_t p = *pa;
@@ -1313,7 +1212,7 @@ static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stre
   const int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
   if (rc != GH_OK) return rc;
   tm->dev_used += n;
-  out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE, out->ev = 0, out->useq = 0;
+  out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE, out->ev = 0;
   return GH_OK;
 }
 
@@ -1354,7 +1253,6 @@ static void gh_tm_vf_set(gh_tmgr_t* tm, size_t v, const gh_tm_pa_t* pas, size_t 
     for (uint32_t j = 0; j < pas[i].n; j++, v++) {
       gh_vframe_t* f = &tm->vf[v];
       f->pf = pas[i].pf, f->palias = pas[i].alias, f->pn = pas[i].n, f->poff = j, f->tier = pas[i].tier;
-      f->useq = pas[i].useq;
     }
 }
 
@@ -1363,56 +1261,37 @@ static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* 
   size_t n = 0;
   for (size_t end = v + k; v < end; v += tm->vf[v].pn) {
     const gh_vframe_t* f = &tm->vf[v];
-    out[n++] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier, 0, f->useq};
+    out[n++] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier, 0};
   }
   return n;
 }
 
-/* Give back vframes [i, j) (unmapped, or their unmap queued as the
- * unmapper's job useq) and their allocations. */
-static void gh_tm_vframes_forget(gh_tmgr_t* tm, size_t i, size_t j, uint64_t useq) {
-  for (; i < j; i++) {
+/* Unmap vframes [v, v + n) (all mapped, whole allocations) and give back
+ * their allocations. */
+static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
+  for (size_t i = v, end = v + n; i < end;) {  /* the mapped stretches (homeless units are whole) */
+    size_t j = i;
+    while (j < end && !tm->vf[j].homeless) j++;
+    if (j > i) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, i), j - i));
+    while (j < end && tm->vf[j].homeless) j++;
+    i = j;
+  }
+  for (size_t i = v; i < v + n; i++) {
     gh_vframe_t* f = &tm->vf[i];
     gh_tm_count(tm, f, -1);
     if (f->poff == 0) {
-      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier, 0, useq ? useq : f->useq};
+      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier, 0};
       gh_tm_pa_drop(tm, &pa);
     }
     free(f->bits);
     memset(f, 0, sizeof *f);
     f->snext = f->sprev = SIZE_MAX;
-    if (useq)
-      f->role = GH_VF_UNMAPPING;
-    else if (i >= tm->tensor_vf0 && i < tm->free_hint)
-      tm->free_hint = i;
-  }
-}
-
-/* Unmap vframes [v, v + n) (all mapped but homeless units, whole
- * allocations) and give back their allocations. Device memory's unmaps go
- * to the unmapper when it runs (its vframes stay out of use until they are
- * done). Stretch by stretch: an allocation is released only when mapped
- * nowhere, and none spans two. */
-static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
-  for (size_t i = v, end = v + n; i < end;) {  /* the mapped stretches (homeless units are whole) */
-    size_t j = i;
-    while (j < end && !tm->vf[j].homeless) j++;
-    uint64_t seq = 0;
-    if (j > i) {
-      const int dev = tm->vf[i].tier == GH_TIER_DEVICE && tm->vf[j - 1].tier == GH_TIER_DEVICE;
-      if (!(dev && tm->um_on && i >= tm->tensor_vf0 && (seq = gh_tm_um_push(tm, i, j - i)) != 0))
-        GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, i), j - i));
-      gh_tm_vframes_forget(tm, i, j, seq);
-    }
-    i = j;
-    while (j < end && tm->vf[j].homeless) j++;
-    gh_tm_vframes_forget(tm, i, j, 0);
-    i = j;
+    if (i >= tm->tensor_vf0 && i < tm->free_hint) tm->free_hint = i;
   }
 }
 
 /* First fit: n consecutive FREE vframes in the tensor region, or SIZE_MAX. */
-static size_t gh_tm_find_run_once(gh_tmgr_t* tm, size_t n) {
+static size_t gh_tm_find_run(gh_tmgr_t* tm, size_t n) {
   size_t i = tm->free_hint;
   while (i < tm->n_va && tm->vf[i].role != GH_VF_FREE) i++;
   tm->free_hint = i;
@@ -1424,28 +1303,6 @@ static size_t gh_tm_find_run_once(gh_tmgr_t* tm, size_t n) {
     while (i < tm->n_va && tm->vf[i].role != GH_VF_FREE) i++;
   }
   return SIZE_MAX;
-}
-
-/* Unmapper's jobs left unreaped at a search (gh_tm_find_run): a fixed
- * number, not those not done yet, so that where runs go does not depend on
- * the thread's timing (traces replay to the same results). The thread
- * finishes a job in ~0.05 ms: the older ones are done by then. */
-#define GH_TM_UM_LAG 8
-
-/* ... after the unmapper's jobs but the newest GH_TM_UM_LAG are done and
- * reaped; when none fits, again after all of them. */
-static size_t gh_tm_find_run(gh_tmgr_t* tm, size_t n) {
-  if (tm->useq > GH_TM_UM_LAG) {
-    gh_tm_um_wait(tm, tm->useq - GH_TM_UM_LAG);
-    gh_tm_um_reap(tm, tm->useq - GH_TM_UM_LAG);
-  }
-  size_t v = gh_tm_find_run_once(tm, n);
-  if (v == SIZE_MAX && tm->un) {
-    gh_tm_um_wait(tm, tm->useq);
-    gh_tm_um_reap(tm, tm->useq);
-    v = gh_tm_find_run_once(tm, n);
-  }
-  return v;
 }
 
 /* ---------------------------------------------------------------- moving
@@ -2235,7 +2092,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       const size_t nv = gh_tm_find_run(tm, 1);
       if (nv == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range is full");
       const size_t dev = gh_tm_device_room(tm, 1);
-      gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE, 0, 0};
+      gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE, 0};
       int rc = dev ? gh_tm_dev_get(tm, 1, &pa, &t->streams[0]) : GH_ERR_BUDGET;
       if (rc != GH_OK) {
         v = gh_tm_slab_find(tm, kind, GH_TIER_HOST, g, &at);
@@ -2736,17 +2593,10 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * GPU and the calling thread then both wait for the mover. */
     const char* mv = getenv("GPUHEAP_MOVER");
     tm->mover_off = !(mv && *mv && *mv != '0');
-    /* GPUHEAP_UNMAPPER=0: runs given back are unmapped on the calling
-     * thread, for comparisons (bench/NOTES.md, host side, row 52). */
-    const char* um = getenv("GPUHEAP_UNMAPPER");
-    tm->um_off = um && *um == '0';
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
   pthread_mutex_init(&tm->jmu, NULL);
-  pthread_mutex_init(&tm->umu, NULL);
-  pthread_cond_init(&tm->ucv, NULL);
-  pthread_cond_init(&tm->udone_cv, NULL);
   pthread_cond_init(&tm->jcv, NULL);
   pthread_cond_init(&tm->jdone_cv, NULL);
   pthread_cond_init(&tm->pool_cv, NULL);
@@ -2868,8 +2718,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
       tm->word = NULL;
     }
   }
-  /* The unmapper (not beside the mover: every unmap drains the mover). */
-  if (!tm->um_off && !tm->mover_on && pthread_create(&tm->unmapper, NULL, gh_tm_um_main, tm) == 0) tm->um_on = 1;
   *out = tm;
   return GH_OK;
 fail:
@@ -2930,10 +2778,6 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   free(tm->cache);
   free(tm->spare);
   free(tm->jobs);
-  free(tm->uj);
-  pthread_cond_destroy(&tm->ucv);
-  pthread_cond_destroy(&tm->udone_cv);
-  pthread_mutex_destroy(&tm->umu);
   pthread_cond_destroy(&tm->jcv);
   pthread_cond_destroy(&tm->jdone_cv);
   pthread_mutex_destroy(&tm->jmu);
@@ -2946,15 +2790,6 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
 
 int gh_tmgr_destroy(gh_tmgr_t* tm) {
   if (!tm) return GH_OK;
-  if (tm->um_on) {
-    pthread_mutex_lock(&tm->umu);
-    tm->um_stop = 1;  /* it finishes the jobs queued first */
-    pthread_cond_signal(&tm->ucv);
-    pthread_mutex_unlock(&tm->umu);
-    pthread_join(tm->unmapper, NULL);
-    tm->um_on = 0;
-    gh_tm_um_reap(tm, tm->useq);
-  }
   if (tm->mover_on) {
     pthread_mutex_lock(&tm->jmu);
     tm->mover_stop = 1;  /* it finishes the jobs queued first */
@@ -3690,16 +3525,6 @@ int _gh_tmgr_alias_fragment(gh_tmgr_t* tm, int on) {
   }
   pthread_mutex_unlock(&tm->mu);
   return rc;
-}
-
-int _gh_tmgr_unmapper_hold(gh_tmgr_t* tm, int hold) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  if (!tm->um_on) return _gh_error(GH_ERR_UNSUPPORTED, "the manager runs no unmapper");
-  pthread_mutex_lock(&tm->umu);
-  tm->um_hold = hold;
-  pthread_cond_broadcast(&tm->ucv);
-  pthread_mutex_unlock(&tm->umu);
-  return GH_OK;
 }
 
 int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold) {

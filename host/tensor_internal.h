@@ -87,10 +87,6 @@ int _gh_tmgr_alias_fragment(gh_tmgr_t* tm, int on);
  * it then waits until released) or let it go on. GH_ERR_UNSUPPORTED when
  * the manager runs no mover (GPUHEAP_MOVER). */
 int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold);
-/* Tests only: the unmapper takes no job while hold is set (the runs given
- * back stay mapped, their addresses out of use); GH_ERR_UNSUPPORTED when
- * the manager runs none (GPUHEAP_UNMAPPER=0, or beside the mover). */
-int _gh_tmgr_unmapper_hold(gh_tmgr_t* tm, int hold);
 /* Tests only: physical frames the provider holds for this manager in
  * `tier` (simulation: its live count; other providers: GH_ERR_UNSUPPORTED). */
 int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);

@@ -2401,52 +2401,6 @@ static void copy_kernel(void) {
   copy_kernel_one("0", 0, 0);
 }
 
-/* The unmapper: a run given back (the cache emptied) is unmapped by the
- * manager's thread, and its memory is released only once that is done (the
- * provider releases only what is mapped nowhere). The thread is held while
- * the cache is emptied and let go 50 ms later by another thread: the
- * release must wait for it. Then its addresses are free again. With
- * GPUHEAP_UNMAPPER=0 there is no thread to hold. */
-static void* unmapper_unhold(void* arg) {
-  usleep(50 * 1000);
-  CHECK(_gh_tmgr_unmapper_hold((gh_tmgr_t*)arg, 0) == GH_OK);
-  return NULL;
-}
-
-static void unmapper(void) {
-  setenv("GPUHEAP_UNMAPPER", "0", 1);
-  gh_tmgr_t* off = make_tm(8, 32, 0, 0);
-  unsetenv("GPUHEAP_UNMAPPER");
-  if (off) {
-    CHECK(_gh_tmgr_unmapper_hold(off, 1) == GH_ERR_UNSUPPORTED);
-    CHECK(gh_tmgr_destroy(off) == GH_OK);
-  }
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 0); /* 4 device frames, events complete at once */
-  if (!tm) return;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  void *a = NULL, *b = NULL;
-  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK);
-  pat_fill(a, 0, 4 * MiB, 91);
-  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
-  CHECK(_gh_tmgr_unmapper_hold(tm, 1) == GH_OK);
-  pthread_t th;
-  CHECK(pthread_create(&th, NULL, unmapper_unhold, tm) == 0);
-  CHECK(gh_tmgr_empty_cache(tm) == GH_OK); /* the run dropped, its unmap held; the release waits */
-  pthread_join(th, NULL);
-  size_t live = 1;
-  CHECK(_gh_tmgr_sim_live(tm, GH_TIER_DEVICE, &live) == GH_OK);
-  CHECK_MSG(live == 0, "%zu device frames left after empty_cache", live);
-  int mapped = 1;
-  CHECK(_gh_tmgr_sim_mapped(tm, a, &mapped) == GH_OK && !mapped);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK); /* the addresses are free again */
-  pat_fill(b, 0, 4 * MiB, 92);
-  CHECK(pat_check(b, 0, 4 * MiB, 92) == SIZE_MAX);
-  CHECK(gh_tensor_free(tm, b, NULL) == GH_OK);
-  model_t m = {0};
-  drain_and_destroy(tm, &m);
-}
-
 /* Room for an allocation on another stream, with a pending free whose
  * event has not completed and a cold tensor to evict: by default the
  * manager waits for the free when the next victim is quiet (its move
@@ -2755,7 +2709,6 @@ int main(int argc, char** argv) {
   prefetch_ahead_no_event();
   held_copies();
   copy_kernel();
-  unmapper();
   wait_frees();
   host_alias_fragmented();
   failed_maps();
