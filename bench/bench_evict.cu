@@ -165,6 +165,13 @@ static CUmemAccessDesc probe_access(void) {
   return d;
 }
 
+/* Map allocation h whole at va and make it read-write for device 0. */
+static void probe_map_rw(CUdeviceptr va, size_t bytes, CUmemGenericAllocationHandle h) {
+  const CUmemAccessDesc d = probe_access();
+  PCU(pd.map(va, bytes, 0, h, 0));
+  PCU(pd.access(va, bytes, &d, 1));
+}
+
 /* Map [va, va + n * chunk) from h[0..n), one access call, unmap; seconds of each. */
 static void probe_cycle(CUdeviceptr va, const CUmemGenericAllocationHandle* h, size_t n, size_t chunk, double t[3]) {
   const CUmemAccessDesc d = probe_access();
@@ -623,12 +630,9 @@ static void probe_inflight(int reps) {
   CUmemGenericAllocationHandle x, y;
   PCU(pd.create(&x, bytes, &pdv, 0));
   PCU(pd.create(&y, bytes, &pdv, 0));
-  PCU(pd.map(Y, bytes, 0, y, 0));
-  PCU(pd.access(Y, bytes, &d, 1));
-  PCU(pd.map(H, bytes, 0, x, 0));
-  PCU(pd.access(H, bytes, &d, 1));
-  PCU(pd.map(A, bytes, 0, x, 0));
-  PCU(pd.access(A, bytes, &d, 1));
+  probe_map_rw(Y, bytes, y);
+  probe_map_rw(H, bytes, x);
+  probe_map_rw(A, bytes, x);
   void* hbuf = NULL;
   CUDA_OK(cudaHostAlloc(&hbuf, bytes, cudaHostAllocDefault));
   cudaStream_t cs;
@@ -790,12 +794,9 @@ static void probe_engine(int reps) {
   PCU(pd.create(&y2, bytes, &pdv, 0));
   PCU(pd.create(&hx, bytes, &phs, 0));
   PCU(pd.create(&ha, bytes, &phs, 0));
-  PCU(pd.map(HA, bytes, 0, ha, 0));
-  PCU(pd.access(HA, bytes, &d, 1));
-  PCU(pd.map(Y, bytes, 0, y, 0));
-  PCU(pd.access(Y, bytes, &d, 1));
-  PCU(pd.map(Y2, bytes, 0, y2, 0));
-  PCU(pd.access(Y2, bytes, &d, 1));
+  probe_map_rw(HA, bytes, ha);
+  probe_map_rw(Y, bytes, y);
+  probe_map_rw(Y2, bytes, y2);
   void* hbuf = NULL;
   CUDA_OK(cudaHostAlloc(&hbuf, bytes, cudaHostAllocDefault));
   void* hdev = NULL;

@@ -2237,6 +2237,18 @@ static void held_check_back(gh_tmgr_t* tm, void* p, uint64_t stamp, gh_stream_t 
   CHECK(pat_check(p, 0, HELD_SZ, stamp) == SIZE_MAX);
 }
 
+/* The end of a held-copies test: the manager consistent, copies at once
+ * again, a, b and c freed on s, nothing left, destroyed. */
+static void held_teardown(gh_tmgr_t* tm, void* a, void* b, void* c, gh_stream_t s) {
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s) == GH_OK);
+  CHECK(gh_tensor_free(tm, c, s) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 static void held_copies_one(int on) {
   void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
   if (!on) setenv("GPUHEAP_HOLD_COPIES", "0", 1);
@@ -2271,13 +2283,7 @@ static void held_copies_one(int on) {
   held_check_back(tm, a, 51, s1);
   held_check_back(tm, b, 52, s1);
   held_check_back(tm, c, 53, s1);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
-  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
-  model_t m = {0};
-  drain_and_destroy(tm, &m);
+  held_teardown(tm, a, b, c, s1);
 }
 
 /* A held copy that cannot be queued loses the unit's bytes: the call that
@@ -2386,13 +2392,7 @@ static void copy_kernel_one(const char* env, int quiet_by_kernel, int cold_by_ke
   CHECK(_gh_tmgr_sim_copies_to_host(tm, &n3) == GH_OK);
   if (!cold_by_kernel) CHECK_EQ_U64(n3, n2);
   CHECK(pat_check(c, 0, HELD_SZ, 83) == SIZE_MAX);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
-  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
-  model_t m = {0};
-  drain_and_destroy(tm, &m);
+  held_teardown(tm, a, b, c, s1);
 }
 
 static void copy_kernel(void) {
