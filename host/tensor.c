@@ -1418,7 +1418,7 @@ static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t) {
  * its home's host-memory map waits for either copy, and longer for the
  * kernel's (0.95 against 0.76 ms). */
 static int gh_tm_copy_out(gh_tmgr_t* tm, void* dst, const void* src, size_t bytes, int homeless) {
-  if (tm->ops->copy_to_host && (tm->copy_kernel > 0 || (tm->copy_kernel < 0 && homeless)))
+  if (tm->copy_kernel > 0 || (tm->copy_kernel < 0 && homeless))
     return tm->ops->copy_to_host(tm->fr, dst, src, bytes, tm->copy_stream);
   return tm->ops->copy(tm->fr, dst, src, bytes, tm->copy_stream);
 }
@@ -2023,10 +2023,10 @@ static size_t gh_tm_spare_find(const gh_tmgr_t* tm, gh_pframe_t pf) {
 
 /* Queue the copies held back while a run was placed (homeless units
  * evicted for it: gh_tm_move_start), with an event after each device
- * allocation's: a map of memory that a copy reads waits in the driver for
- * the copy (0.69 ms a 36 MiB chunk against 0.03-0.09 idle: bench/NOTES.md,
- * host side, rows 46 and 48), so the run maps its allocations first and
- * the copies follow. An allocation still spare keeps the event (whoever
+ * allocation's: a map waits in the driver for the device-to-host copies in
+ * flight (0.69 ms a 36 MiB chunk against 0.03-0.09 idle: bench/NOTES.md,
+ * host side, rows 46, 48 and 51), so the run maps its allocations first
+ * and the copies follow. An allocation still spare keeps the event (whoever
  * takes it waits, as for any evicted unit's); one the run took makes
  * `user` wait for it (the host when NULL). Called when the run is mapped,
  * and before anything could need that memory earlier: a device alias
@@ -2572,6 +2572,8 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * copy (bench/NOTES.md, host side, rows 46 and 48). */
     const char* hc = getenv("GPUHEAP_HOLD_COPIES");
     tm->hold_off = hc && *hc == '0';
+    /* GPUHEAP_COPY_KERNEL=1: every eviction copies by kernel, =0 none
+     * (default: homeless units', gh_tm_copy_out; row 51). */
     const char* ck = getenv("GPUHEAP_COPY_KERNEL");
     tm->copy_kernel = ck && *ck ? *ck != '0' : -1;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
