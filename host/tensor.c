@@ -116,6 +116,8 @@
 #define GH_TM_POOL_ONES ((size_t)16)
 /* Copies held back while a tensor's run is placed (gh_tm_held_flush). */
 #define GH_TM_HELD_MAX ((size_t)64)
+/* Streams remembered as users of held copies of units with a home. */
+#define GH_TM_HELD_USERS 16
 /* Most frames one heap growth maps. */
 #define GH_TM_HEAP_STEP ((size_t)64)
 #define GH_TM_NO_ALIAS UINT32_MAX
@@ -309,6 +311,12 @@ struct gh_tmgr_s {
   int wait_frees;                    /* room waits for pending frees before evicting: -1 when the next victim
                                         is quiet (default), 1 always, 0 never (GPUHEAP_WAIT_FREES) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
+  int hold_homes;                    /* ... and its evictions of units with a home (GPUHEAP_HOLD_COPIES=2) */
+  int hold_users_known;              /* the move under way is ordered, its users known (gh_tm_move_units) */
+  int held_homes_now;                /* a unit with a home was held in the move under way */
+  gh_stream_t held_users[GH_TM_HELD_USERS]; /* streams of held units with a home: they wait for the copies */
+  size_t n_held_users;
+  int held_users_all;                /* more than GH_TM_HELD_USERS: every stream seen waits */
   gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
   size_t n_held;
   uint64_t held_copies;              /* units whose copy was held (_gh_tmgr_held_copies) */
@@ -1459,7 +1467,8 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   /* One copy per run of host allocations whose aliases are contiguous; a
    * homeless unit evicted for a run being placed holds its copies back
    * until the run is mapped (gh_tm_held_flush). */
-  st->held = rc == GH_OK && st->to_homeless && tm->holding && !st->stage && tm->n_held + nhost <= GH_TM_HELD_MAX;
+  st->held = rc == GH_OK && (st->to_homeless || (tm->hold_homes && tm->hold_users_known && to == GH_TIER_HOST)) &&
+             tm->holding && !st->stage && tm->n_held + nhost <= GH_TM_HELD_MAX;
   const size_t held0 = tm->n_held;
   size_t off = 0;
   for (size_t i = 0; i < nhost && rc == GH_OK;) {
@@ -1474,7 +1483,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
                                          : gh_tm_copy_out(tm, h, d, nf * tm->frame, st->to_homeless));
     off += nf, i = j;
   }
-  if (st->held) tm->held_copies++;
+  if (st->held) tm->held_copies++, tm->held_homes_now |= !st->to_homeless;
   if (rc == GH_OK && !st->held && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &st->ev)) != GH_OK) {
     st->ev = 0;  /* no event: wait for the stream at the finish instead */
   }
@@ -1569,6 +1578,9 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
     free(users.s);
     return 0;
   }
+  /* Units with a home may hold their copies only where their users are
+   * known and made to wait for them (gh_tm_held_flush). */
+  tm->hold_users_known = ordered && !mover && !ahead, tm->held_homes_now = 0;
   /* Units [head, i) are in flight; unit i takes the slot of unit i - DEPTH,
    * finished by then. Start first, then finish the oldest, so that the copy
    * stream never waits for a remap. */
@@ -1592,6 +1604,16 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   }
   ordered = ordered && bev;
   for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
+  if (tm->held_homes_now) {  /* the users of held units with a home wait for the held copies too */
+    for (size_t k = 0; k < users.n && !tm->held_users_all; k++) {
+      size_t j = 0;
+      while (j < tm->n_held_users && tm->held_users[j] != users.s[k]) j++;
+      if (j < tm->n_held_users) continue;
+      if (tm->n_held_users == GH_TM_HELD_USERS) tm->held_users_all = 1;
+      else tm->held_users[tm->n_held_users++] = users.s[k];
+    }
+  }
+  tm->hold_users_known = 0, tm->held_homes_now = 0;
   if (bev) {
     /* The users' later work after the copies and the remaps (the host
      * waits when a stream cannot be made to). */
@@ -2068,9 +2090,14 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
   if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &last)) == GH_OK) {
     if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
     tm->ordered_ev = last;
+    /* Held units with a home: their tensors' streams wait for the copies. */
+    const gh_stream_t* s = tm->held_users_all ? tm->streams : tm->held_users;
+    const size_t ns = tm->held_users_all ? tm->n_streams : tm->n_held_users;
+    for (size_t i = 0; i < ns; i++) gh_tm_wait_for(tm, last, &s[i]);
   } else {
     GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
   }
+  tm->n_held_users = 0, tm->held_users_all = 0;
 }
 
 /* Place a tensor of `span` bytes; GH_ERR_BUDGET when neither tier has
@@ -2572,6 +2599,10 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * copy (bench/NOTES.md, host side, rows 46 and 48). */
     const char* hc = getenv("GPUHEAP_HOLD_COPIES");
     tm->hold_off = hc && *hc == '0';
+    /* GPUHEAP_HOLD_COPIES=2: units with a home hold theirs too (their
+     * homes get host memory before the bytes; their users wait for the
+     * held copies: gh_tm_held_flush; row 54). */
+    tm->hold_homes = hc && *hc == '2';
     /* GPUHEAP_COPY_KERNEL=1: every eviction copies by kernel, =0 none
      * (default: homeless units', gh_tm_copy_out; row 51). */
     const char* ck = getenv("GPUHEAP_COPY_KERNEL");

@@ -2347,7 +2347,48 @@ static void held_copy_no_event(void) {
   }
 }
 
+/* GPUHEAP_HOLD_COPIES=2: a unit with a home (a cold tensor, not quiet)
+ * evicted for a run being placed holds its copy too; its home gets host
+ * memory at once, before the bytes, so the tensor's own stream must wait
+ * for the held copy: a kernel there (sim_run) then reads them at its home.
+ * The run is placed from another stream, so only that wait brings them. */
+static void held_home_one(const char* env, int held) {
+  if (env) setenv("GPUHEAP_HOLD_COPIES", env, 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
+  unsetenv("GPUHEAP_HOLD_COPIES");
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  pat_fill(a, 0, HELD_SZ, 91);
+  pat_fill(b, 0, HELD_SZ, 92);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_COLD) == GH_OK);
+  uint64_t h0 = 0, h1 = 0;
+  int mapped = 0;
+  CHECK(_gh_tmgr_held_copies(tm, &h0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK); /* a goes, c takes its memory */
+  CHECK(_gh_tmgr_held_copies(tm, &h1) == GH_OK);
+  CHECK_MSG(h1 - h0 == (uint64_t)held, "GPUHEAP_HOLD_COPIES=%s: %llu copies held", env ? env : "(unset)",
+            (unsigned long long)(h1 - h0));
+  CHECK(tier_of(tm, a) == GH_TIER_HOST);
+  CHECK(_gh_tmgr_sim_mapped(tm, a, &mapped) == GH_OK && mapped);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK); /* a kernel on a's stream reads it at its home */
+  CHECK_MSG(pat_check(a, 0, HELD_SZ, 91) == SIZE_MAX, "GPUHEAP_HOLD_COPIES=%s: a's stream did not wait for its copy",
+            env ? env : "(unset)");
+  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
+  pat_fill(c, 0, HELD_SZ, 93);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  held_check_back(tm, a, 91, s1);
+  CHECK(pat_check(b, 0, HELD_SZ, 92) == SIZE_MAX || tier_of(tm, b) == GH_TIER_HOST);
+  held_teardown(tm, a, b, c, s1);
+}
+
 static void held_copies(void) {
+  held_home_one(NULL, 0);
+  held_home_one("2", 1);
   held_copies_one(1);
   held_copies_one(0);
   held_copy_fails();
