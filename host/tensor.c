@@ -312,6 +312,8 @@ struct gh_tmgr_s {
                                         is quiet (default), 1 always, 0 never (GPUHEAP_WAIT_FREES) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
   int hold_homes;                    /* ... and its evictions of units with a home (GPUHEAP_HOLD_COPIES=2) */
+  int hold_batch;                    /* an eviction batch's copies wait for all its remaps (=3) */
+  int holding_batch;                 /* ... in the batch under way */
   int hold_users_known;              /* the move under way is ordered, its users known (gh_tm_move_units) */
   int held_homes_now;                /* a unit with a home was held in the move under way */
   gh_stream_t held_users[GH_TM_HELD_USERS]; /* streams of held units with a home: they wait for the copies */
@@ -1467,8 +1469,9 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   /* One copy per run of host allocations whose aliases are contiguous; a
    * homeless unit evicted for a run being placed holds its copies back
    * until the run is mapped (gh_tm_held_flush). */
-  st->held = rc == GH_OK && (st->to_homeless || (tm->hold_homes && tm->hold_users_known && to == GH_TIER_HOST)) &&
-             tm->holding && !st->stage && tm->n_held + nhost <= GH_TM_HELD_MAX;
+  st->held = rc == GH_OK && !st->stage && tm->n_held + nhost <= GH_TM_HELD_MAX &&
+             ((tm->holding && (st->to_homeless || (tm->hold_homes && tm->hold_users_known && to == GH_TIER_HOST))) ||
+              (tm->holding_batch && to == GH_TIER_HOST));
   const size_t held0 = tm->n_held;
   size_t off = 0;
   for (size_t i = 0; i < nhost && rc == GH_OK;) {
@@ -1581,6 +1584,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   /* Units with a home may hold their copies only where their users are
    * known and made to wait for them (gh_tm_held_flush). */
   tm->hold_users_known = ordered && !mover && !ahead, tm->held_homes_now = 0;
+  tm->holding_batch = tm->hold_batch && ordered && !mover && to == GH_TIER_HOST;
   /* Units [head, i) are in flight; unit i takes the slot of unit i - DEPTH,
    * finished by then. Start first, then finish the oldest, so that the copy
    * stream never waits for a remap. */
@@ -1592,6 +1596,13 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
       done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
       head++;
     }
+  }
+  /* Two-phase batches: the copies after all the batch's remaps, once
+   * every old backing is a spare (held_flush gives it the copy's event). */
+  if (tm->holding_batch) {
+    for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
+    gh_tm_held_flush(tm, NULL);
+    tm->holding_batch = 0;
   }
   /* The batch's event, before the finishes give the old backings back
    * (the copy stream's order: it follows every copy of the batch). */
@@ -2603,6 +2614,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * homes get host memory before the bytes; their users wait for the
      * held copies: gh_tm_held_flush; row 54). */
     tm->hold_homes = hc && *hc == '2';
+    tm->hold_batch = hc && *hc == '3';
     /* GPUHEAP_COPY_KERNEL=1: every eviction copies by kernel, =0 none
      * (default: homeless units', gh_tm_copy_out; row 51). */
     const char* ck = getenv("GPUHEAP_COPY_KERNEL");
