@@ -2347,52 +2347,66 @@ static void held_copy_no_event(void) {
   }
 }
 
-/* GPUHEAP_HOLD_COPIES=2: a unit with a home (a cold tensor, not quiet)
- * evicted for a run being placed holds its copy too; its home gets host
- * memory at once, before the bytes, so the tensor's own stream must wait
- * for the held copy: a kernel there (sim_run) then reads them at its home.
- * The run is placed from another stream, so only that wait brings them. */
-static void held_home_one(const char* env, int held) {
-  if (env) setenv("GPUHEAP_HOLD_COPIES", env, 1);
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
-  unsetenv("GPUHEAP_HOLD_COPIES");
-  if (!tm) return;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
-  void *a = NULL, *b = NULL, *c = NULL;
-  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-  pat_fill(a, 0, HELD_SZ, 91);
-  pat_fill(b, 0, HELD_SZ, 92);
-  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
-  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_COLD) == GH_OK);
-  uint64_t h0 = 0, h1 = 0;
-  int mapped = 0;
-  CHECK(_gh_tmgr_held_copies(tm, &h0) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, HELD_SZ, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK); /* a goes, c takes its memory */
-  CHECK(_gh_tmgr_held_copies(tm, &h1) == GH_OK);
-  CHECK_MSG(h1 - h0 == (uint64_t)held, "GPUHEAP_HOLD_COPIES=%s: %llu copies held", env ? env : "(unset)",
-            (unsigned long long)(h1 - h0));
-  CHECK(tier_of(tm, a) == GH_TIER_HOST);
-  CHECK(_gh_tmgr_sim_mapped(tm, a, &mapped) == GH_OK && mapped);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK); /* a kernel on a's stream reads it at its home */
-  CHECK_MSG(pat_check(a, 0, HELD_SZ, 91) == SIZE_MAX, "GPUHEAP_HOLD_COPIES=%s: a's stream did not wait for its copy",
-            env ? env : "(unset)");
-  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
-  pat_fill(c, 0, HELD_SZ, 93);
-  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
-  held_check_back(tm, a, 91, s1);
-  CHECK(pat_check(b, 0, HELD_SZ, 92) == SIZE_MAX || tier_of(tm, b) == GH_TIER_HOST);
-  held_teardown(tm, a, b, c, s1);
-}
-
 static void held_copies(void) {
-  held_home_one(NULL, 0);
-  held_home_one("2", 1);
   held_copies_one(1);
   held_copies_one(0);
   held_copy_fails();
   held_copy_no_event();
+}
+
+/* Stale mappings: a cached run released to make room gives its allocation
+ * back at once but stays mapped where it was until the host waits for the
+ * GPU (or the allocation is released, or empty_cache). Two runs of 2
+ * frames cached, then a tensor of 3 frames (chunks of 2) on a budget of 4:
+ * both runs are released for room; one allocation backs the new tensor's
+ * first chunk (mapped at two addresses now), the other is released for
+ * its tail of 1 frame, which undoes its stale mapping first (the provider
+ * frees memory mapped nowhere only). The eviction that follows waits for
+ * its stream, and the last stale mapping goes meanwhile.
+ * GPUHEAP_STALE_UNMAPS=0: none is left stale. */
+static void stale_unmaps_one(int on) {
+  if (!on) setenv("GPUHEAP_STALE_UNMAPS", "0", 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 0); /* 4 device frames; events complete at once */
+  unsetenv("GPUHEAP_STALE_UNMAPS");
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  size_t kept = 9;
+  uint64_t w0 = 0, f0 = 0, w1 = 0, f1 = 0;
+  int ma = 1, mb = 1;
+  CHECK(_gh_tmgr_stale(tm, &kept, &w0, &f0) == GH_OK && kept == 0);
+  CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, s1, &c) == GH_OK);
+  CHECK(tier_of(tm, c) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_stale(tm, &kept, &w1, &f1) == GH_OK);
+  CHECK(_gh_tmgr_sim_mapped(tm, a, &ma) == GH_OK && _gh_tmgr_sim_mapped(tm, b, &mb) == GH_OK);
+  CHECK_MSG(kept == (size_t)on && ma + mb == on, "stale %d: %zu kept, a mapped %d, b %d", on, kept, ma, mb);
+  CHECK_EQ_U64(f1 - f0, (uint64_t)on);  /* the released one's */
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  pat_fill(c, 0, 6 * MiB, 41);
+  CHECK(_gh_tmgr_sim_configure(tm, 4, 0, 0) == GH_OK);  /* events complete after 4 queries */
+  CHECK(gh_tensor_evict(tm, c) == GH_OK);               /* waits for s1 */
+  CHECK(_gh_tmgr_stale(tm, &kept, &w1, &f1) == GH_OK);
+  CHECK(_gh_tmgr_sim_mapped(tm, a, &ma) == GH_OK && _gh_tmgr_sim_mapped(tm, b, &mb) == GH_OK);
+  CHECK_MSG(kept == 0 && ma + mb == 0 && w1 - w0 == (uint64_t)on, "stale %d after a wait: %zu kept, %llu undone in waits",
+            on, kept, (unsigned long long)(w1 - w0));
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, c, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(c, 0, 6 * MiB, 41) == SIZE_MAX);
+  CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static void stale_unmaps(void) {
+  stale_unmaps_one(1);
+  stale_unmaps_one(0);
 }
 
 /* Which evictions copy by the provider's kernel (copy_to_host): by
@@ -2749,6 +2763,7 @@ int main(int argc, char** argv) {
   prefetch_ahead();
   prefetch_ahead_no_event();
   held_copies();
+  stale_unmaps();
   copy_kernel();
   wait_frees();
   host_alias_fragmented();
