@@ -382,9 +382,6 @@ int main(int argc, char** argv) {
   uint64_t held = 0;
   if (_gh_tmgr_held_copies(tm, &held) == GH_OK && held)
     printf("homeless units whose copy waited for the map of the run evicting them: %" PRIu64 "\n", held);
-  uint64_t st_wait = 0, st_forced = 0;
-  if (_gh_tmgr_stale(tm, NULL, &st_wait, &st_forced) == GH_OK && st_wait + st_forced)
-    printf("stale mappings undone in waits %" PRIu64 ", where needed %" PRIu64 "\n", st_wait, st_forced);
   int rc = 0;
   if (check && differ) rc = 1;
   if (check && have_expect) {

@@ -138,14 +138,10 @@
  * its length). */
 enum { GH_TM_RELEASE_SHORTEST = 0, GH_TM_RELEASE_OLDEST, GH_TM_RELEASE_NEWEST };
 #define GH_TM_CACHE_STALE 256u
-/* Stale mappings kept at most (gh_tm_stale_add): the oldest is undone
- * first when a new one would exceed it. */
-#define GH_TM_STALE_MAX ((size_t)64)
 
 /* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
- * for reuse (see the cache below). STALE: a cached run released for room
- * whose mapping is not undone yet (gh_tm_stale_*). */
-enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE, GH_VF_STALE };
+ * for reuse (see the cache below). */
+enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE };
 enum { GH_T_LIVE = 0, GH_T_PENDING = 1 };
 /* A free leaves its frames' counts to the manager's next call (gh_tm_lock),
  * so that its cost does not grow with the tensor's frames. */
@@ -175,16 +171,6 @@ typedef struct gh_tm_fbatch_s {
  * of ch frames back to back, the last one ch frames or fewer; a prefix
  * that ends at an allocation boundary can back a tensor whose chunks are
  * ch frames. */
-/* A stale mapping: allocations pf[0..npf), given back (spares, or backing
- * something else since), still mapped back to back at vframes [v0, v0 + n)
- * (one unmap call). */
-#define GH_TM_STALE_PFS 8
-typedef struct gh_tm_stale_s {
-  size_t v0, n;
-  size_t npf;
-  gh_pframe_t pf[GH_TM_STALE_PFS];
-} gh_tm_stale_t;
-
 typedef struct gh_tm_crun_s {
   size_t v0, n, ch;
   uint64_t seq;  /* when it was cached (tm->cache_seq): the oldest of a length is released first */
@@ -309,10 +295,6 @@ struct gh_tmgr_s {
   size_t cached;                     /* device frames held by the cache: CACHE vframes + empty slabs */
   uint64_t cache_seq;                /* runs cached so far */
   int cache_release;                 /* GH_TM_RELEASE_*: which cached run goes first (gh_tm_cache_victim) */
-  gh_tm_stale_t stale[GH_TM_STALE_MAX]; /* stale mappings, oldest first */
-  size_t n_stale;
-  int stale_off;                     /* GPUHEAP_STALE_UNMAPS=0: cached runs released for room unmap at once */
-  uint64_t stale_waiting, stale_forced; /* stale mappings undone in waits / when needed */
   int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
@@ -402,7 +384,6 @@ static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_mov
 static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
 static void gh_tm_mover_drain(gh_tmgr_t* tm);
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
-static int gh_tm_sync_busy(gh_tmgr_t* tm, gh_fevent_t e);
 
 /* ---------------------------------------------------------------- trace
  * GPUHEAP_TRACE=path (a "%d" in it becomes the process id): every call
@@ -543,14 +524,14 @@ static int gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
     gh_fevent_t e = 0;
     rc = GH_P(tm, tm->ops->event_record(tm->fr, list[i], &e));
     if (rc == GH_OK) {
-      rc = gh_tm_sync_busy(tm, e);
+      rc = GH_P(tm, tm->ops->event_sync(tm->fr, e));
       GH_P(tm, tm->ops->event_destroy(tm->fr, e));
     }
     tm->waits++;
   }
   for (size_t q = 0; q < ss->nq && rc == GH_OK; q++)
     for (size_t i = 0; i < ss->nev[q] && rc == GH_OK; i++) {
-      rc = gh_tm_sync_busy(tm, ss->ev[q][i]);
+      rc = GH_P(tm, tm->ops->event_sync(tm->fr, ss->ev[q][i]));
       tm->quiet_waits++;
     }
   tm->wait_ns += gh_tm_now_ns() - t0;
@@ -1170,12 +1151,9 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
   return GH_OK;
 }
 
-static void gh_tm_stale_forget(gh_tmgr_t* tm, gh_pframe_t pf);
-
 static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   for (size_t i = 0; i < tm->n_held; i++)
     if (tm->held[i].pf == pa->pf) gh_tm_held_flush(tm, NULL);  /* its copy first */
-  gh_tm_stale_forget(tm, pa->pf);  /* mapped nowhere before it goes */
   gh_tm_pa_t p = *pa;
   gh_tm_pa_ready(tm, &p, NULL);
   gh_tm_dalias_put(tm, &p);
@@ -1312,96 +1290,8 @@ static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
   }
 }
 
-/* ---------------------------------------------------------------- stale mappings
- * A cached run released to make room (gh_tm_cache_release) gives its
- * allocations back at once (to the spares, where the next run takes them
- * and maps them at its own address: an allocation may be mapped at
- * several) but leaves them mapped where the run was. Nothing uses those
- * addresses, and the unmap (4-5 ms a step of the training run's calls:
- * bench/NOTES.md, host side, rows 50 and 56) is made later: where the host
- * waits for the GPU anyway (gh_tm_sync_busy), or where it must be: before
- * the allocation is released (the provider frees memory mapped nowhere
- * only, and the budget counts it until then) or is left stale again, when
- * the virtual range has no run left, when GH_TM_STALE_MAX are kept, on
- * empty_cache. Their vframes are STALE until then, out of every count.
- * GPUHEAP_STALE_UNMAPS=0: unmapped at once. */
-static void gh_tm_stale_undo(gh_tmgr_t* tm, size_t i, int forced) {
-  const gh_tm_stale_t e = tm->stale[i];
-  memmove(tm->stale + i, tm->stale + i + 1, (tm->n_stale - i - 1) * sizeof *tm->stale);
-  tm->n_stale--;
-  GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, e.v0), e.n));
-  for (size_t v = e.v0; v < e.v0 + e.n; v++) {
-    memset(&tm->vf[v], 0, sizeof tm->vf[v]);
-    tm->vf[v].snext = tm->vf[v].sprev = SIZE_MAX;
-  }
-  if (e.v0 >= tm->tensor_vf0 && e.v0 < tm->free_hint) tm->free_hint = e.v0;
-  if (forced) tm->stale_forced++; else tm->stale_waiting++;
-}
-
-/* Undo the stale mapping holding allocation pf, if there is one. */
-static void gh_tm_stale_forget(gh_tmgr_t* tm, gh_pframe_t pf) {
-  for (size_t i = 0; i < tm->n_stale; i++)
-    for (size_t j = 0; j < tm->stale[i].npf; j++)
-      if (tm->stale[i].pf[j] == pf) {
-        gh_tm_stale_undo(tm, i, 1);
-        return;
-      }
-}
-
-static void gh_tm_stale_flush(gh_tmgr_t* tm) {
-  while (tm->n_stale) gh_tm_stale_undo(tm, 0, 1);
-}
-
-/* Wait on the host for event e, undoing stale mappings (oldest first)
- * while it has not completed. */
-static int gh_tm_sync_busy(gh_tmgr_t* tm, gh_fevent_t e) {
-  while (tm->n_stale && GH_P(tm, tm->ops->event_query(tm->fr, e)) == GH_ERR_BUSY) gh_tm_stale_undo(tm, 0, 0);
-  return GH_P(tm, tm->ops->event_sync(tm->fr, e));
-}
-
-/* Cached vframes [v0, v0 + n) (whole allocations) given back with their
- * mappings left stale, up to GH_TM_STALE_PFS allocations an entry. */
-static void gh_tm_cache_stale(gh_tmgr_t* tm, size_t v0, size_t n) {
-  gh_tm_pa_t pas[GH_TM_STALE_PFS];
-  for (size_t v = v0; v < v0 + n; v += tm->vf[v].pn)
-    gh_tm_stale_forget(tm, tm->vf[v].pf);  /* one stale mapping an allocation */
-  for (size_t v = v0; v < v0 + n;) {
-    if (tm->n_stale == GH_TM_STALE_MAX) gh_tm_stale_undo(tm, 0, 1);
-    gh_tm_stale_t* e = &tm->stale[tm->n_stale++];
-    e->v0 = v, e->n = 0, e->npf = 0;
-    for (; v < v0 + n && e->npf < GH_TM_STALE_PFS; v += pas[e->npf++].n) {
-      const gh_vframe_t* f = &tm->vf[v];
-      pas[e->npf] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier, 0};
-      e->pf[e->npf] = f->pf;
-      e->n += f->pn;
-    }
-    for (size_t j = e->v0; j < e->v0 + e->n; j++) {
-      gh_vframe_t* g = &tm->vf[j];
-      gh_tm_count(tm, g, -1);
-      free(g->bits);
-      memset(g, 0, sizeof *g);
-      g->snext = g->sprev = SIZE_MAX;
-      g->role = GH_VF_STALE;
-    }
-    /* Given back after the entry is complete: a drop that releases an
-     * allocation undoes its entry first (gh_tm_dev_release). */
-    const size_t npf = e->npf;
-    for (size_t i = 0; i < npf; i++) gh_tm_pa_drop(tm, &pas[i]);
-  }
-}
-
-/* First fit: n consecutive FREE vframes in the tensor region, or SIZE_MAX
- * (after undoing the stale mappings, whose addresses may make one). */
-static size_t gh_tm_find_run_once(gh_tmgr_t* tm, size_t n);
+/* First fit: n consecutive FREE vframes in the tensor region, or SIZE_MAX. */
 static size_t gh_tm_find_run(gh_tmgr_t* tm, size_t n) {
-  size_t v = gh_tm_find_run_once(tm, n);
-  if (v == SIZE_MAX && tm->n_stale) {
-    gh_tm_stale_flush(tm);
-    v = gh_tm_find_run_once(tm, n);
-  }
-  return v;
-}
-static size_t gh_tm_find_run_once(gh_tmgr_t* tm, size_t n) {
   size_t i = tm->free_hint;
   while (i < tm->n_va && tm->vf[i].role != GH_VF_FREE) i++;
   tm->free_hint = i;
@@ -1895,7 +1785,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
     gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
     if (!b->done && b->ev) {
       gh_tm_mover_drain(tm);
-      b->done = gh_tm_sync_busy(tm, b->ev) == GH_OK;
+      b->done = GH_P(tm, tm->ops->event_sync(tm->fr, b->ev)) == GH_OK;
     }
     if (!b->done) break;
     gh_tm_reclaim(tm, 0);
@@ -2101,8 +1991,7 @@ static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
     const size_t i = gh_tm_cache_victim(tm);
     const gh_tm_crun_t e = tm->cache[i];
     tm->cache[i] = tm->cache[--tm->n_cache];
-    if (want != SIZE_MAX && !tm->stale_off && !tm->mover_on) gh_tm_cache_stale(tm, e.v0, e.n);
-    else gh_tm_vframes_drop(tm, e.v0, e.n);
+    gh_tm_vframes_drop(tm, e.v0, e.n);
     freed += e.n;
   }
   for (unsigned k = 0; k < GH_KIND_COUNT && freed < want; k++)
@@ -2676,8 +2565,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * host side, row 23). */
     const char* da = getenv("GPUHEAP_DEVICE_ALIASES");
     tm->dalias_off = da && *da == '0';
-    const char* su = getenv("GPUHEAP_STALE_UNMAPS");
-    tm->stale_off = su && *su == '0';
     const char* hl = getenv("GPUHEAP_HOMELESS");
     tm->homeless_off = hl && *hl == '0';
     /* GPUHEAP_HOLD_COPIES=0: a homeless unit evicted for a tensor's run
@@ -2865,7 +2752,6 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       gh_tm_reclaim_tensor(tm, t);
     }
     gh_tm_cache_release(tm, SIZE_MAX);
-    gh_tm_stale_flush(tm);
     if (tm->ordered_ev) {  /* no copy may still run when memory goes */
       GH_P(tm, tm->ops->event_sync(tm->fr, tm->ordered_ev));
       GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
@@ -3399,7 +3285,6 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 1);
   gh_tm_cache_release(tm, SIZE_MAX);
-  gh_tm_stale_flush(tm);
   while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
   /* Host memory kept by restores beyond what the pool thread keeps. */
   while (tm->pool_n > tm->pool_target && tm->pool_cnt) gh_tm_pool_release_last(tm);
@@ -3610,16 +3495,6 @@ int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units) {
   return GH_OK;
 }
 
-int _gh_tmgr_stale(gh_tmgr_t* tm, size_t* kept, uint64_t* waiting, uint64_t* forced) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  pthread_mutex_lock(&tm->mu);
-  if (kept) *kept = tm->n_stale;
-  if (waiting) *waiting = tm->stale_waiting;
-  if (forced) *forced = tm->stale_forced;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames) {
   if (!tm || !frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
   pthread_mutex_lock(&tm->mu);
@@ -3823,22 +3698,6 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   }
   if (rc == GH_OK && in_runs != cruns)
     rc = _gh_error(GH_ERR_CORRUPT, "cached runs: %zu frames listed, %zu vframes cached", in_runs, cruns);
-  /* Stale mappings: their vframes are the STALE ones, one entry an allocation. */
-  size_t stale_listed = 0, stale_found = 0;
-  for (size_t v = 0; v < tm->n_va; v++) stale_found += tm->vf[v].role == GH_VF_STALE;
-  for (size_t i = 0; i < tm->n_stale && rc == GH_OK; i++) {
-    const gh_tm_stale_t* e = &tm->stale[i];
-    stale_listed += e->n;
-    for (size_t j = 0; j <= i && rc == GH_OK; j++)
-      for (size_t a = 0; a < tm->stale[j].npf; a++)
-        for (size_t b = 0; b < e->npf; b++)
-          if ((j < i || a < b) && tm->stale[j].pf[a] == e->pf[b])
-            rc = _gh_error(GH_ERR_CORRUPT, "stale mappings %zu and %zu: one allocation", j, i);
-    for (size_t v = e->v0; v < e->v0 + e->n && rc == GH_OK; v++)
-      if (tm->vf[v].role != GH_VF_STALE) rc = _gh_error(GH_ERR_CORRUPT, "stale mapping %zu: vframe %zu role %u", i, v, tm->vf[v].role);
-  }
-  if (rc == GH_OK && stale_listed != stale_found)
-    rc = _gh_error(GH_ERR_CORRUPT, "stale mappings: %zu frames listed, %zu vframes stale", stale_listed, stale_found);
   for (unsigned k = 0; k < GH_KIND_COUNT && rc == GH_OK; k++) {
     size_t empty = 0;
     for (size_t s = tm->slab_head[k]; s != SIZE_MAX; s = tm->vf[s].snext) empty += tm->vf[s].live == 0;

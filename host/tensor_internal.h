@@ -75,9 +75,6 @@ int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units);
 /* Tests only: frames evicted homeless so far (a quiet tensor's home left
  * unmapped: gh_tm_homeless_ok). */
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames);
-/* Stale mappings kept now, and those undone so far in host waits / where
- * they had to be (any may be NULL; host/tensor.c, "stale mappings"). */
-int _gh_tmgr_stale(gh_tmgr_t* tm, size_t* kept, uint64_t* waiting, uint64_t* forced);
 /* Tests only, simulation: *mapped = 1 when the frame holding p is mapped
  * (a homeless tensor's home is not). */
 int _gh_tmgr_sim_mapped(gh_tmgr_t* tm, const void* p, int* mapped);

@@ -2354,61 +2354,6 @@ static void held_copies(void) {
   held_copy_no_event();
 }
 
-/* Stale mappings: a cached run released to make room gives its allocation
- * back at once but stays mapped where it was until the host waits for the
- * GPU (or the allocation is released, or empty_cache). Two runs of 2
- * frames cached, then a tensor of 3 frames (chunks of 2) on a budget of 4:
- * both runs are released for room; one allocation backs the new tensor's
- * first chunk (mapped at two addresses now), the other is released for
- * its tail of 1 frame, which undoes its stale mapping first (the provider
- * frees memory mapped nowhere only). The eviction that follows waits for
- * its stream, and the last stale mapping goes meanwhile.
- * GPUHEAP_STALE_UNMAPS=0: none is left stale. */
-static void stale_unmaps_one(int on) {
-  if (!on) setenv("GPUHEAP_STALE_UNMAPS", "0", 1);
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 0); /* 4 device frames; events complete at once */
-  unsetenv("GPUHEAP_STALE_UNMAPS");
-  if (!tm) return;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
-  void *a = NULL, *b = NULL, *c = NULL;
-  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
-  size_t kept = 9;
-  uint64_t w0 = 0, f0 = 0, w1 = 0, f1 = 0;
-  int ma = 1, mb = 1;
-  CHECK(_gh_tmgr_stale(tm, &kept, &w0, &f0) == GH_OK && kept == 0);
-  CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, s1, &c) == GH_OK);
-  CHECK(tier_of(tm, c) == GH_TIER_DEVICE);
-  CHECK(_gh_tmgr_stale(tm, &kept, &w1, &f1) == GH_OK);
-  CHECK(_gh_tmgr_sim_mapped(tm, a, &ma) == GH_OK && _gh_tmgr_sim_mapped(tm, b, &mb) == GH_OK);
-  CHECK_MSG(kept == (size_t)on && ma + mb == on, "stale %d: %zu kept, a mapped %d, b %d", on, kept, ma, mb);
-  CHECK_EQ_U64(f1 - f0, (uint64_t)on);  /* the released one's */
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  pat_fill(c, 0, 6 * MiB, 41);
-  CHECK(_gh_tmgr_sim_configure(tm, 4, 0, 0) == GH_OK);  /* events complete after 4 queries */
-  CHECK(gh_tensor_evict(tm, c) == GH_OK);               /* waits for s1 */
-  CHECK(_gh_tmgr_stale(tm, &kept, &w1, &f1) == GH_OK);
-  CHECK(_gh_tmgr_sim_mapped(tm, a, &ma) == GH_OK && _gh_tmgr_sim_mapped(tm, b, &mb) == GH_OK);
-  CHECK_MSG(kept == 0 && ma + mb == 0 && w1 - w0 == (uint64_t)on, "stale %d after a wait: %zu kept, %llu undone in waits",
-            on, kept, (unsigned long long)(w1 - w0));
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(gh_tensor_prefetch(tm, c, s1) == GH_OK);
-  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(c, 0, 6 * MiB, 41) == SIZE_MAX);
-  CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
-  model_t m = {0};
-  drain_and_destroy(tm, &m);
-}
-
-static void stale_unmaps(void) {
-  stale_unmaps_one(1);
-  stale_unmaps_one(0);
-}
-
 /* Which evictions copy by the provider's kernel (copy_to_host): by
  * default a homeless unit's (a quiet tensor's, its home left unmapped),
  * not one whose home gets host memory; GPUHEAP_COPY_KERNEL=1 every
@@ -2763,7 +2708,6 @@ int main(int argc, char** argv) {
   prefetch_ahead();
   prefetch_ahead_no_event();
   held_copies();
-  stale_unmaps();
   copy_kernel();
   wait_frees();
   host_alias_fragmented();
