@@ -601,11 +601,13 @@ class Offload:
     so the manager moves it after the forward's work instead of draining
     the stream. That holds for autograd's own use of saved tensors; code
     that reads a saved activation during backward outside its node (a hook,
-    a recomputation) breaks it. Off by default: in python/tests/gpu_train.py
-    (c) it replaced 13 of 33 stream waits a step and measured 97 / 107 ms
-    against 104 / 104 without, within the noise (bench/NOTES.md, host side,
-    row 17): those waits were short; the GPU idles during the moves
-    themselves.
+    a recomputation) breaks it, and so does a saved tensor that no backward
+    node unpacks (torch.autograd.grad asked for some inputs only): it stays
+    quiet, evicted with its address unmapped. Off by default for that: in
+    python/tests/gpu_train.py (c) it measured 57.8 / 54.7 / 49.6 ms a step
+    against 60.4 / 56.7 / 54.5 without, alternated (bench/NOTES.md, host
+    side, row 58; within the noise at row 17, before quiet evictions left
+    addresses unmapped).
 
     prefetch_ahead=True (the default): the next tensors are prefetched
     ahead (gh_tensor_prefetch_ahead): their copies are queued but no stream
