@@ -601,9 +601,11 @@ class Offload:
     so the manager moves it after the forward's work instead of draining
     the stream. That holds for autograd's own use of saved tensors; code
     that reads a saved activation during backward outside its node (a hook,
-    a recomputation) breaks it, and so does a saved tensor that no backward
-    node unpacks (torch.autograd.grad asked for some inputs only): it stays
-    quiet, evicted with its address unmapped. Off by default for that: in
+    a recomputation, such as activation checkpointing's, which reads its
+    region's inputs directly) breaks it, and so does a saved tensor that no
+    backward node unpacks (torch.autograd.grad asked for some inputs only):
+    it stays quiet, evicted with its address unmapped. Off by default for
+    that: in
     python/tests/gpu_train.py (c) it measured 57.8 / 54.7 / 49.6 ms a step
     against 60.4 / 56.7 / 54.5 without, alternated (bench/NOTES.md, host
     side, row 58; within the noise at row 17, before quiet evictions left
