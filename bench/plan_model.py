@@ -79,10 +79,35 @@ class Model:
         self.req = 0
         self.maps = self.unmaps = self.evicted = self.restored = 0
         self.hint = 0
+        self.top = 0                  # highest frame used + 1
 
     # -- addresses
     def fits_free(self, v0, n):
         return v0 + n <= self.va_n and all(self.owner[v] is None for v in range(v0, v0 + n))
+
+    def overlap_fit(self, n):
+        """The window of n frames holding no tensor with the most cached
+        frames in it (lowest address among equals); first fit when none has
+        any."""
+        hi = min(self.va_n, self.top + n + 1)
+        best, best_c = None, 0
+        v = 0
+        while v < hi:
+            if self.owner[v] is not None:
+                v += 1
+                continue
+            e = v
+            while e < hi and self.owner[e] is None:
+                e += 1
+            if e - v >= n:  # a free stretch [v, e): slide a window over it
+                c = sum(1 for x in range(v, v + n) if self.backing[x] == 1)
+                for s0 in range(v, e - n + 1):
+                    if s0 > v:
+                        c += (self.backing[s0 + n - 1] == 1) - (self.backing[s0 - 1] == 1)
+                    if c > best_c:
+                        best, best_c = s0, c
+            v = e
+        return best if best is not None else self.first_fit(n)
 
     def first_fit(self, n):
         """A cached range it fits (waste <= n/4), shortest first; else first fit of unowned, unbacked frames."""
@@ -161,7 +186,8 @@ class Model:
             if mn == n and self.fits_free(m0, n):
                 v0 = m0
         if v0 is None:
-            v0 = self.first_fit(n)
+            v0 = self.overlap_fit(n) if self.policy.startswith("overlap") else self.first_fit(n)
+        self.top = max(self.top, v0 + n)
         if i is not None:
             self.memo[i] = (v0, n)
         self.req += 1
@@ -212,8 +238,8 @@ class Model:
             self.restored += 1
 
 
-def run(path, budget, policy, period):
-    m = Model(budget, policy, period)
+def run(path, budget, policy, period, chunk=0):
+    m = ChunkModel(budget, policy, chunk) if chunk else Model(budget, policy, period)
     ids = {}
     nid = 0
     runs_seen = 0
@@ -245,14 +271,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("trace")
     ap.add_argument("--budget-mib", type=int, default=706)
-    ap.add_argument("--policy", default="all", choices=["all", "first-lru", "memo-lru", "memo-next"])
+    ap.add_argument("--policy", default="all", choices=["all", "first-lru", "memo-lru", "memo-next", "overlap-lru"])
+    ap.add_argument("--chunk", type=int, default=0, help="frames an allocation (0: frame by frame); with it, "
+                    "the policies first-lru and overlap-lru only")
     a = ap.parse_args()
     sizes = [(int(w[2]) + FRAME - 1) // FRAME for w in read(a.trace)
              if w[0] == "a" and int(w[-1]) == 0 and int(w[2]) >= SMALL]
     p = period_of(sizes)
     print(f"plan_model: {len(sizes)} run requests, period {p}, budget {a.budget_mib} MiB")
-    for pol in (["first-lru", "memo-lru", "memo-next"] if a.policy == "all" else [a.policy]):
-        marks = run(a.trace, a.budget_mib * (1 << 20) // FRAME, pol, p)
+    pols = ["first-lru", "memo-lru", "memo-next", "overlap-lru"] if not a.chunk else ["first-lru", "overlap-lru"]
+    for pol in (pols if a.policy == "all" else [a.policy]):
+        marks = run(a.trace, a.budget_mib * (1 << 20) // FRAME, pol, p, a.chunk)
         if len(marks) < 4:
             print(f"{pol}: too few steps")
             continue
@@ -261,6 +290,137 @@ def main():
         print(f"{pol:10s} per step: device frames mapped {(m1 - m0) / k:7.1f}, unmapped {(u1 - u0) / k:7.1f}, "
               f"evicted {(e1 - e0) / k:6.1f}, restored {(r1 - r0) / k:6.1f} ({k} steps)")
     return 0
+
+
+
+class ChunkModel:
+    """The same at the manager's granularity: addresses in slots of c frames
+    (tensors start on a slot), a tensor's chunk i an allocation of
+    min(c, n - i c) frames at slot s + i, a cached slot reusable only by a
+    chunk of its allocation's size. Policies first-lru (the cache's n / 4
+    rule over whole cached runs, else the lowest free slots) and
+    overlap-lru (the free window of slots whose cached allocations serve
+    the most of its chunks)."""
+
+    def __init__(self, budget, policy, c, slots=1 << 13):
+        self.B, self.policy, self.c, self.S = budget, policy, c, slots
+        self.owner = [None] * slots
+        self.size = [0] * slots       # frames of the allocation mapped there (0: none)
+        self.dev = [False] * slots    # ... device memory (else host, for a tensor's)
+        self.cached = collections.OrderedDict()  # slot -> True, oldest first
+        self.dev_used = 0
+        self.t = {}
+        self.cold = collections.OrderedDict()
+        self.maps = self.unmaps = self.evicted = self.restored = 0
+        self.top = 0
+
+    def need(self, n):
+        c = self.c
+        return [min(c, n - i * c) for i in range((n + c - 1) // c)]
+
+    def place(self, n):
+        k = self.need(n)
+        best, best_r = None, -1
+        hi = min(self.S, self.top + len(k) + 1)
+        for s0 in range(0, hi - len(k) + 1):
+            if any(self.owner[s0 + i] is not None for i in range(len(k))):
+                continue
+            r = sum(k[i] for i in range(len(k)) if s0 + i in self.cached and self.size[s0 + i] == k[i])
+            if self.policy == "first-lru":
+                # a cached run it fits whole (all its slots cached, right sizes), else the lowest free window
+                whole = all(s0 + i in self.cached and self.size[s0 + i] == k[i] for i in range(len(k)))
+                if whole:
+                    return s0
+                if best is None and all(self.size[s0 + i] == 0 for i in range(len(k))):
+                    best = s0
+                continue
+            if r > best_r:
+                best, best_r = s0, r
+        if best is None:
+            raise RuntimeError("slots full")
+        return best
+
+    def room(self, k, keep):
+        while self.dev_used + k > self.B and self.cached:
+            s = next(iter(self.cached))
+            del self.cached[s]
+            self.unmaps += self.size[s]
+            self.dev_used -= self.size[s]
+            self.size[s] = 0
+        for tid in list(self.cold):
+            if self.dev_used + k <= self.B:
+                break
+            if tid != keep:
+                self.evict(tid)
+
+    def evict(self, tid):
+        s0, k = self.t[tid]
+        for i, f in enumerate(k):
+            if self.dev[s0 + i]:
+                self.dev[s0 + i] = False
+                self.dev_used -= f
+                self.unmaps += f
+                self.evicted += f
+        self.cold.pop(tid, None)
+
+    def alloc(self, tid, n):
+        k = self.need(n)
+        s0 = self.place(n)
+        self.top = max(self.top, s0 + len(k))
+        fresh = []
+        for i, f in enumerate(k):
+            s = s0 + i
+            self.owner[s] = tid
+            if s in self.cached and self.size[s] == f:
+                del self.cached[s]  # reused as it is
+                continue
+            if s in self.cached:  # another size: unmapped
+                del self.cached[s]
+                self.unmaps += self.size[s]
+                self.dev_used -= self.size[s]
+            self.size[s] = 0
+            fresh.append((s, f))
+        self.t[tid] = (s0, k)
+        self.room(sum(f for _, f in fresh), tid)
+        for s, f in fresh:
+            self.size[s] = f
+            if self.dev_used + f <= self.B:
+                self.dev[s] = True
+                self.dev_used += f
+                self.maps += f
+            else:
+                self.dev[s] = False
+
+    def free(self, tid):
+        s0, k = self.t.pop(tid)
+        self.cold.pop(tid, None)
+        for i in range(len(k)):
+            s = s0 + i
+            self.owner[s] = None
+            if self.dev[s]:
+                self.cached[s] = True
+            else:
+                self.size[s] = 0
+
+    def advise(self, tid, cold):
+        self.cold.pop(tid, None)
+        if cold:
+            self.cold[tid] = True
+
+    def prefetch(self, tid):
+        self.cold.pop(tid, None)
+        s0, k = self.t[tid]
+        need = [(s0 + i, f) for i, f in enumerate(k) if not self.dev[s0 + i]]
+        if not need:
+            return
+        self.room(sum(f for _, f in need), tid)
+        for s, f in need:
+            if self.dev_used + f > self.B:
+                break
+            self.dev[s] = True
+            self.dev_used += f
+            self.maps += f
+            self.restored += f
 
 
 if __name__ == "__main__":
