@@ -4,7 +4,7 @@ over a recorded trace (GPUHEAP_TRACE), to estimate what a placement planned
 from the previous step would save before building it (bench/NOTES.md, host
 side, row 59).
 
-    python3 bench/plan_model.py TRACE [--budget-mib 706] [--policy all]
+    python3 bench/plan_model.py TRACE [--budget-mib 706] [--policy all] [--chunk C]
 
 The model keeps only what decides the device tier's page-table work:
 tensors of at least 1 MiB (runs of 2 MiB frames; smaller ones live in slabs
@@ -28,6 +28,11 @@ Policies (how a run gets its addresses, which cached frames go first):
   memo-next   memo-lru, and cached frames released by their next planned
               use (the frame the memo gives a request furthest ahead goes
               first).
+  overlap-lru the free window with the most cached frames in it (no plan).
+
+--chunk C: the same at the manager's granularity (ChunkModel): runs start
+on slots of C frames and a chunk reuses a cached allocation only of its
+own size at its own slot (policies first-lru and overlap-lru).
 
 Printed per step (the trace's steps after the first two periods): device
 frames mapped and unmapped (a page-table entry each), frames evicted and
