@@ -18,9 +18,10 @@ once. Device room comes from memory mapped nowhere, then from cached frames
 (released: unmapped), then from evictions.
 
 Policies (how a run gets its addresses, which cached frames go first):
-  first-lru   first fit of free addresses, or a cached range it fits (the
-              manager's rule: at most n / 4 frames of waste); cached frames
-              released oldest first. Close to the manager today.
+  first-lru   the shortest cached range it fits (its prefix, as the
+              manager's cache takes one), else first fit of free
+              addresses; cached frames released oldest first. Close to the
+              manager today.
   memo-lru    request i of a step takes the addresses request i of the
               previous step had (the period of run sizes is learnt as the
               manager's row-53 patch does) when they hold no tensor now;
@@ -68,7 +69,16 @@ def period_of(sizes, match=32):
     return 0
 
 
-class Model:
+class Advice:
+    """Cold advice, kept in advice order (evictions take the oldest first)."""
+
+    def advise(self, tid, cold):
+        self.cold.pop(tid, None)
+        if cold:
+            self.cold[tid] = True
+
+
+class Model(Advice):
     def __init__(self, budget, policy, period, va=1 << 16):
         self.B = budget
         self.policy = policy
@@ -115,7 +125,9 @@ class Model:
         return best if best is not None else self.first_fit(n)
 
     def first_fit(self, n):
-        """A cached range it fits (waste <= n/4), shortest first; else first fit of unowned, unbacked frames."""
+        """The shortest cached range of at least n frames (its first n taken:
+        frame by frame a prefix wastes nothing, the manager's n / 4 rule
+        always holds); else first fit of unowned, unbacked frames."""
         best = None
         v = 0
         runs = []
@@ -128,7 +140,7 @@ class Model:
             while j + 1 < len(runs) and runs[j + 1] == runs[j] + 1:
                 j += 1
             length = j - i + 1
-            if length >= n and length - n <= n // 4 and (best is None or length < best[1]):
+            if length >= n and (best is None or length < best[1]):
                 best = (runs[i], length)
             i = j + 1
         if best:
@@ -222,11 +234,6 @@ class Model:
             else:
                 self.backing[v] = 0
 
-    def advise(self, tid, cold):
-        self.cold.pop(tid, None)
-        if cold:
-            self.cold[tid] = True
-
     def prefetch(self, tid):
         self.cold.pop(tid, None)
         v0, n, _ = self.t[tid]
@@ -298,7 +305,7 @@ def main():
 
 
 
-class ChunkModel:
+class ChunkModel(Advice):
     """The same at the manager's granularity: addresses in slots of c frames
     (tensors start on a slot), a tensor's chunk i an allocation of
     min(c, n - i c) frames at slot s + i, a cached slot reusable only by a
@@ -406,11 +413,6 @@ class ChunkModel:
                 self.cached[s] = True
             else:
                 self.size[s] = 0
-
-    def advise(self, tid, cold):
-        self.cold.pop(tid, None)
-        if cold:
-            self.cold[tid] = True
 
     def prefetch(self, tid):
         self.cold.pop(tid, None)
