@@ -620,11 +620,11 @@ class Offload:
     does (a hook, a recomputation) must prefetch it first. With a library
     that lacks the call, plain prefetches.
 
-    prefetch_distance defaults to 1: while moves are synchronous (below), a
-    tensor restored further ahead takes room that the next evictions then
-    take back, and the training run of python/tests/gpu_train.py measured
-    distance 0 / 1 / 2 / 3 at about 110 / 120 / 135 / 161 ms a step
-    (bench/NOTES.md, host side, row 11).
+    prefetch_distance defaults to 1: a tensor restored further ahead takes
+    room that the next evictions then take back. The training run of
+    python/tests/gpu_train.py measured distance 1 / 2 / 3 at 56-60 / 58-67 /
+    73-77 ms a step, with prefetches ahead, alternated (bench/NOTES.md, host
+    side, row 61; row 11 found the same order before them).
 
     Cost: a prefetch of an evicted tensor (and an eviction) moves frames at
     once, after waiting for the work queued on the streams of the tensors
