@@ -375,6 +375,11 @@ int main(int argc, char** argv) {
          s.host_placed_bytes, s.oom_events);
   printf("physical-memory calls:");
   for (int k = 0; k < GH_VMM_OP_COUNT; k++) printf(" %s %" PRIu64, ops[k], s.vmm_calls[k]);
+  uint64_t dmap = 0, dunmap = 0, hmap = 0, hunmap = 0;
+  if (_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dmap, &dunmap) == GH_OK &&
+      _gh_tmgr_sim_frames(tm, GH_TIER_HOST, &hmap, &hunmap) == GH_OK)
+    printf("\nframes mapped / unmapped: device memory %" PRIu64 " / %" PRIu64 ", host memory %" PRIu64 " / %" PRIu64,
+           dmap, dunmap, hmap, hunmap);
   printf("\ncached frames %zu, spare frames %zu, device frames %zu, host frames %zu, pending frees %zu, "
          "peak tensor bytes %zu\n",
          s.cached_frames, s.spare_frames, s.frames[GH_TIER_DEVICE], s.frames[GH_TIER_HOST], s.pending_frees,

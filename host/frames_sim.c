@@ -109,6 +109,7 @@ struct gh_frames_s {
   uint64_t stream_waits;      /* stream_wait calls */
   uint64_t value_waits;       /* stream_wait_value calls */
   uint64_t copies_to_host;    /* copy_to_host calls that copied */
+  uint64_t frames_mapped[GH_TIER_COUNT], frames_unmapped[GH_TIER_COUNT]; /* by the tier of their memory */
   uint32_t fail_map;          /* tests: the fail_map-th map from now fails (0: none) */
   uint32_t fail_event;        /* tests: the fail_event-th event record from now fails (0: none) */
   uint32_t fail_copy;         /* tests: the fail_copy-th copy from now fails (0: none) */
@@ -345,6 +346,7 @@ static int gh_sim_map(gh_frames_t* f, uint8_t* va, const gh_pframe_t* pfs, size_
       return _gh_error(GH_ERR_NOMEM, "sim map: mmap: %s", strerror(e));
     }
     T->map_count[s]++;
+    f->frames_mapped[pfs[i] >> GH_SIM_TIER_SHIFT] += len;
     f->head[v0 + off] = 1;
     for (size_t k = 0; k < len; k++) f->mapped[v0 + off + k] = pfs[i];
     off += len;
@@ -378,6 +380,7 @@ static int gh_sim_unmap(gh_frames_t* f, uint8_t* va, size_t n) {
       T->map_count[s]--;
       f->head[i] = 0;
     }
+    f->frames_unmapped[f->mapped[i] >> GH_SIM_TIER_SHIFT]++;
     f->mapped[i] = 0;
   }
   return GH_OK;
@@ -607,6 +610,11 @@ void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_wa
 uint64_t _gh_frames_sim_value_waits(gh_frames_t* f) { return f ? f->value_waits : 0; }
 
 uint64_t _gh_frames_sim_copies_to_host(gh_frames_t* f) { return f ? f->copies_to_host : 0; }
+void _gh_frames_sim_frames(gh_frames_t* f, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
+  const int ok = f && gh_sim_tier_ok(tier);
+  if (mapped) *mapped = ok ? f->frames_mapped[tier] : 0;
+  if (unmapped) *unmapped = ok ? f->frames_unmapped[tier] : 0;
+}
 
 void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth) {
   if (f) f->fail_map = nth;

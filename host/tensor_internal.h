@@ -65,6 +65,9 @@ int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth);
 /* Tests only, simulation: *n = copies made by the provider's copy_to_host
  * so far (evictions copied by a kernel: gh_tm_copy_out). */
 int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n);
+/* Simulation: frames of `tier`'s memory mapped and unmapped so far (either
+ * pointer may be NULL). */
+int _gh_tmgr_sim_frames(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped);
 /* Tests only, simulation: the nth event record from now fails as a failing
  * cudaEventRecord would; 0 cancels. *recorded (may be NULL): the event
  * records that succeeded so far, to count those a call makes. */

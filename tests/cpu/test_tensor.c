@@ -2347,6 +2347,39 @@ static void held_copy_no_event(void) {
   }
 }
 
+/* The simulation counts frames mapped and unmapped by their memory's tier:
+ * a run of 2 frames maps 2 device frames; empty_cache after its free
+ * unmaps them; an eviction unmaps the home's device frames and maps host
+ * memory there (plus the device alias its copy reads through). */
+static void sim_frames(void) {
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 0);
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  uint64_t dm0 = 0, du0 = 0, hm0 = 0, hu0 = 0, dm = 0, du = 0, hm = 0, hu = 0;
+  CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dm0, &du0) == GH_OK);
+  CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_HOST, &hm0, &hu0) == GH_OK);
+  void *a = NULL, *b = NULL;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK);
+  CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dm, &du) == GH_OK);
+  CHECK_EQ_U64(dm - dm0, 2);
+  CHECK_EQ_U64(du - du0, 0);
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dm, &du) == GH_OK);
+  CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_HOST, &hm, &hu) == GH_OK);
+  CHECK_EQ_U64(du - du0, 2);             /* its home */
+  CHECK_EQ_U64(dm - dm0, 4);             /* and the alias the copy read through */
+  CHECK(hm - hm0 >= 2 && hu == hu0);     /* host memory at home (and at its alias, if new) */
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, NULL) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dm, &du) == GH_OK);
+  CHECK_EQ_U64(dm - du, 0);              /* every device frame mapped is unmapped again */
+  CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, NULL, NULL) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 static void held_copies(void) {
   held_copies_one(1);
   held_copies_one(0);
@@ -2708,6 +2741,7 @@ int main(int argc, char** argv) {
   prefetch_ahead();
   prefetch_ahead_no_event();
   held_copies();
+  sim_frames();
   copy_kernel();
   wait_frees();
   host_alias_fragmented();
