@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The helper of the alternation scripts in bench/results/logs-*/run.sh:
+# source it, then call `one NAME "GPU_TRAIN OPTIONS" [VAR=VALUE ...]` for
+# each run, alternating the settings compared. Each run is
+# `python/tests/gpu_train.py --steps 20 --peak $peak OPTIONS` with the
+# variables set, its log and JSON under $OUT as NAME.log / NAME.json, and a
+# summary printed: the step time, the physical-memory calls' time a step,
+# the host's time in moves and in stream waits a step.
+#
+#   . tools/alt-train.sh
+#   one a "--only a"
+#   for r in 1 2 3; do one c-d-$r "--only c"; one c-x-$r "--only c" GPUHEAP_SOMETHING=0; done
+#
+# Needs build-gpu/ (tools/gpu-run.sh build) and OUT; peak defaults to (a)'s
+# peak bytes on the training run of python/tests/gpu_train.py.
+export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
+peak=${peak:-1482845601}
+one() {  # name, gpu_train options, environment...
+  local name=$1 opts=$2
+  shift 2
+  env GH_ALT=1 "$@" timeout 150 python3 -u python/tests/gpu_train.py --steps 20 --peak "$peak" $opts \
+    --out "$OUT/$name.json" > "$OUT/$name.log" 2>&1
+  echo "$name: $(grep -E 'ms/step' "$OUT/$name.log" | tail -1)"
+  grep -o '"vmm_ns": {[^}]*}' "$OUT/$name.log" | tail -1
+  grep -o '"move_ns": [0-9.]*\|"stream_wait_ns": [0-9.]*' "$OUT/$name.log" | tail -2 | tr '\n' ' '
+  echo
+}
