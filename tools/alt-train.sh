@@ -18,7 +18,7 @@ peak=${peak:-1482845601}
 one() {  # name, gpu_train options, environment...
   local name=$1 opts=$2
   shift 2
-  env GH_ALT=1 "$@" timeout 150 python3 -u python/tests/gpu_train.py --steps 20 --peak "$peak" $opts \
+  env "$@" timeout 150 python3 -u python/tests/gpu_train.py --steps 20 --peak "$peak" $opts \
     --out "$OUT/$name.json" > "$OUT/$name.log" 2>&1
   echo "$name: $(grep -E 'ms/step' "$OUT/$name.log" | tail -1)"
   grep -o '"vmm_ns": {[^}]*}' "$OUT/$name.log" | tail -1
