@@ -88,12 +88,11 @@ class Model(Advice):
         self.backing = [0] * va       # 0 none, 1 device, 2 host
         self.cached = collections.OrderedDict()  # frame -> True, oldest first
         self.dev_used = 0             # device frames backing something
-        self.t = {}                   # id -> [v0, n, cold_seq or 0]
+        self.t = {}                   # id -> (v0, n)
         self.cold = collections.OrderedDict()   # id -> True, advice order
         self.memo = {}                # request index in the step -> v0
         self.req = 0
         self.maps = self.unmaps = self.evicted = self.restored = 0
-        self.hint = 0
         self.top = 0                  # highest frame used + 1
 
     # -- addresses
@@ -129,11 +128,7 @@ class Model(Advice):
         frame by frame a prefix wastes nothing, the manager's n / 4 rule
         always holds); else first fit of unowned, unbacked frames."""
         best = None
-        v = 0
-        runs = []
-        for f in self.cached:  # cached ranges: group consecutive frames
-            runs.append(f)
-        runs.sort()
+        runs = sorted(self.cached)  # cached ranges: runs of consecutive frames
         i = 0
         while i < len(runs):
             j = i
@@ -145,7 +140,7 @@ class Model(Advice):
             i = j + 1
         if best:
             return best[0]
-        v = self.hint
+        v = 0
         while v + n <= self.va_n:
             k = 0
             while k < n and self.owner[v + k] is None and self.backing[v + k] == 0:
@@ -185,7 +180,7 @@ class Model(Advice):
         return self.dev_used + k <= self.B
 
     def evict(self, tid):
-        v0, n, _ = self.t[tid]
+        v0, n = self.t[tid]
         for v in range(v0, v0 + n):
             if self.backing[v] == 1:
                 self.backing[v] = 2
@@ -213,7 +208,7 @@ class Model(Advice):
             self.cached.pop(v, None)
         for v in range(v0, v0 + n):
             self.owner[v] = tid
-        self.t[tid] = [v0, n, 0]
+        self.t[tid] = (v0, n)
         self.room(need, tid)
         for v in range(v0, v0 + n):
             if self.backing[v] != 1:
@@ -225,7 +220,7 @@ class Model(Advice):
                     self.backing[v] = 2  # placed in host memory
 
     def free(self, tid):
-        v0, n, _ = self.t.pop(tid)
+        v0, n = self.t.pop(tid)
         self.cold.pop(tid, None)
         for v in range(v0, v0 + n):
             self.owner[v] = None
@@ -236,7 +231,7 @@ class Model(Advice):
 
     def prefetch(self, tid):
         self.cold.pop(tid, None)
-        v0, n, _ = self.t[tid]
+        v0, n = self.t[tid]
         need = [v for v in range(v0, v0 + n) if self.backing[v] == 2]
         if not need:
             return

@@ -346,11 +346,11 @@ static int gh_sim_map(gh_frames_t* f, uint8_t* va, const gh_pframe_t* pfs, size_
       return _gh_error(GH_ERR_NOMEM, "sim map: mmap: %s", strerror(e));
     }
     T->map_count[s]++;
-    f->frames_mapped[pfs[i] >> GH_SIM_TIER_SHIFT] += len;
     f->head[v0 + off] = 1;
     for (size_t k = 0; k < len; k++) f->mapped[v0 + off + k] = pfs[i];
     off += len;
   }
+  for (size_t i = 0; i < total; i++) f->frames_mapped[f->mapped[v0 + i] >> GH_SIM_TIER_SHIFT]++;  /* all mapped */
   return GH_OK;
 }
 
