@@ -458,15 +458,17 @@ class _Entry:
         return not self.dropped and self.ref() is not None
 
 
-_ALONE = {}  # device -> (base_refs, base_storage), or None when this torch cannot tell
+_ALONE = {}  # device -> (base_refs, base_storage, base_handles), or None when this torch cannot tell
 _ALONE_WHY = {}  # device -> why not (for the warning)
+_warned_auto = False  # quiet="auto" found it cannot tell (warned once a process)
 
 
 def _alone_counts(t):
-    """(references to the tensor object, tensors on its storage). Called the
-    same way (from a local variable, one frame down) when calibrating and
-    when checking, so that the interpreter's own references cancel out."""
-    return sys.getrefcount(t), _torch()._C._storage_Use_Count(t.untyped_storage()._cdata)
+    """(references to the tensor object, tensors on its storage, C++ handles
+    on the tensor itself). Called the same way (from a local variable, one
+    frame down) when calibrating and when checking, so that the
+    interpreter's own references cancel out."""
+    return sys.getrefcount(t), _torch()._C._storage_Use_Count(t.untyped_storage()._cdata), t._use_count()
 
 
 def _torch_alone_calibration(dev):
@@ -476,9 +478,13 @@ def _torch_alone_calibration(dev):
     the probe does not behave as expected."""
     if dev in _ALONE:
         return _ALONE[dev]
-    torch = _torch()
-    cal, why = None, "this torch has no torch._C._storage_Use_Count"
-    if getattr(torch._C, "_storage_Use_Count", None) is not None:
+    try:
+        torch = _torch()
+    except Error as err:
+        _ALONE[dev], _ALONE_WHY[dev] = None, str(err)
+        return None
+    cal, why = None, "this torch has no torch._C._storage_Use_Count or Tensor._use_count"
+    if getattr(torch._C, "_storage_Use_Count", None) is not None and hasattr(torch.Tensor, "_use_count"):
         seen = []
 
         def keep(x):
@@ -496,9 +502,8 @@ def _torch_alone_calibration(dev):
             why = f"the probe saw {len(seen)} saved tensor(s), {len(refs)} of its own"
             if len(refs) == 1:
                 x = refs[0]()
-                base_refs, base_storage = _alone_counts(x)
+                cal = _alone_counts(x)
                 del x
-                cal = (base_refs, base_storage)
             del c, a
         except (RuntimeError, AttributeError, TypeError) as err:
             cal, why = None, f"the probe failed: {err}"
@@ -636,7 +641,7 @@ class Offload:
     """
 
     def __init__(self, prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
-                 prefetch_weights=True, quiet=False, prefetch_ahead=True, tensor_info=None, tensor_ptr=None,
+                 prefetch_weights=True, quiet="auto", prefetch_ahead=True, tensor_info=None, tensor_ptr=None,
                  stream=None, alone=None):
         for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -717,11 +722,12 @@ class Offload:
             return False
         if self._alone is not None:
             return self._alone(t, e.packs)
-        cal = _torch_alone_calibration(t.device)
+        dev = getattr(t, "device", None)
+        cal = _torch_alone_calibration(dev) if dev is not None else None
         if cal is None:
             return None
-        n, st = _alone_counts(t)  # the calibration's shape: a local, one frame down
-        return n <= cal[0] + e.packs - 1 and st <= cal[1]
+        n, st, h = _alone_counts(t)  # the calibration's shape: a local, one frame down
+        return n <= cal[0] + e.packs - 1 and st <= cal[1] and h <= cal[2]
 
     def _quiet_scan(self):
         """quiet="auto": advise QUIET the cold saved tensors that nothing but
@@ -731,23 +737,27 @@ class Offload:
         manager's homeless evictions), saving the driver's page-table calls
         for host memory. A torch that cannot tell turns it off, warned once."""
         with self._lock:
-            n = len(self._entries)
-            if n == 0:
-                return
-            start = self._qcur % n
-            order = self._entries[start:] + self._entries[:start]
-            cand = [x for x in order if x.hinted and not x.quiet and not x.unpacked and x.alive()]
-            cand = cand[:self.QUIET_SCAN]
-            self._qcur = start + self.QUIET_SCAN
+            entries, n = self._entries, len(self._entries)
+            cand = []
+            i = self._qcur % n if n else 0
+            for _ in range(n):
+                x = entries[i]
+                i = i + 1 if i + 1 < n else 0
+                if x.hinted and not x.quiet and not x.unpacked and x.alive():
+                    cand.append(x)
+                    if len(cand) == self.QUIET_SCAN:
+                        break
+            self._qcur = i
+        self._quiet_alone(cand, "quiet_forward")
+
+    def _quiet_alone(self, cand, what):
+        """Advise QUIET those of cand that only autograd reaches (quiet="auto");
+        a torch that cannot tell turns it off, warned once."""
         quiet = []
         for x in cand:
             ok = self._is_alone(x)
             if ok is None:
-                self._quiet_forward = False
-                t = x.ref()
-                why = _ALONE_WHY.get(getattr(t, "device", None), "no count")
-                warnings.warn(f"gpuheap.torch.offload: quiet='auto' cannot tell which saved tensors only "
-                              f"autograd reaches ({why}); they are advised quiet at backward only", RuntimeWarning)
+                self._auto_off(x)
                 return
             if ok:
                 quiet.append(x)
@@ -756,7 +766,19 @@ class Offload:
                 if x.unpacked or x.quiet:
                     continue
                 x.quiet = True
-            self._hint("quiet_forward", x)
+            self._hint(what, x)
+
+    def _auto_off(self, x):
+        global _warned_auto
+        with self._lock:
+            self._quiet_forward = False
+            self.quiet = False
+        t = x.ref()
+        why = _ALONE_WHY.get(getattr(t, "device", None), "no count")
+        if not _warned_auto:
+            _warned_auto = True
+            warnings.warn(f"gpuheap.torch.offload: quiet='auto' cannot tell which saved tensors only autograd "
+                          f"reaches ({why}); no saved tensor is advised quiet", RuntimeWarning)
 
     def _start_backward(self):
         """The first unpack after a forward: every saved tensor advised cold
@@ -769,6 +791,9 @@ class Offload:
             self._backward = True
             quiet = [x for x in self._entries if x.hinted and not x.unpacked and not x.quiet and x.alive()] \
                 if self.quiet and self.mode == "cold" else []
+        if self.quiet == "auto":
+            self._quiet_alone(quiet, "quiet")
+            return
         for x in quiet:
             x.quiet = True
             self._hint("quiet", x)
@@ -807,7 +832,9 @@ class Offload:
                 n += 1
                 if not x.prefetched:
                     x.prefetched = True
-                    x.ahead = self.prefetch_ahead
+                    # Ahead only where nothing but its unpack can read it
+                    # before its copies land (a recomputation holds its own).
+                    x.ahead = self.prefetch_ahead and self._is_alone(x) is True
                     todo.append(("ahead" if x.ahead else "prefetch", x))
         for what, x in todo:
             self._hint(what, x)
@@ -889,7 +916,7 @@ class Offload:
 
 
 def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold", prefetch_weights=True,
-            quiet=False, prefetch_ahead=True):
+            quiet="auto", prefetch_ahead=True):
     """with gpuheap.torch.offload(): loss = model(x)  -- see Offload (mode
     "cold", the default: saved tensors are advised cold and evicted only when
     the device budget needs room; "evict": evicted at once). Backward may run

@@ -63,8 +63,9 @@ def parse_args(argv=None):
     ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
                     "weights and optimizer memory the manager evicted are brought back before forward and step()")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
-    ap.add_argument("--quiet-auto", action="store_true", help="(c): offload(quiet='auto'): saved tensors only "
-                    "autograd reaches are advised quiet in forward (evicted homeless)")
+    ap.add_argument("--quiet-auto", action="store_true", help="(c): offload(quiet='auto'), the default: saved "
+                    "tensors only autograd reaches are advised quiet (evicted homeless)")
+    ap.add_argument("--no-quiet", action="store_true", help="(c): offload(quiet=False)")
     ap.add_argument("--no-prefetch-ahead", action="store_true", help="(c): offload(prefetch_ahead=False)")
     ap.add_argument("--keep-last", type=int, default=2, help="(c): offload(keep_last=)")
     ap.add_argument("--no-offload", action="store_true", help="(c): no offload context (the budget only)")
@@ -188,9 +189,9 @@ def child(a):
     if m is not None:
         ght.mark_model(model, opt, prefetch=a.model_prefetch)
     if cfg == "c" and not a.no_offload:
+        quiet = False if a.no_quiet else True if a.quiet else "auto"
         off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode, keep_last=a.keep_last,
-                          prefetch_weights=not a.no_unpack_weights, quiet="auto" if a.quiet_auto else a.quiet,
-                          prefetch_ahead=not a.no_prefetch_ahead)
+                          prefetch_weights=not a.no_unpack_weights, quiet=quiet, prefetch_ahead=not a.no_prefetch_ahead)
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
@@ -424,6 +425,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--quiet"]
     if a.quiet_auto:
         args += ["--quiet-auto"]
+    if a.no_quiet:
+        args += ["--no-quiet"]
     if a.no_prefetch_ahead:
         args += ["--no-prefetch-ahead"]
     if a.keep_last != 2:

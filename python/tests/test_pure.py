@@ -839,7 +839,7 @@ class TestOffloadCold(TestOffloadBookkeeping):
 
     def packed_ahead(self, n):
         """An offload context with prefetch ahead, after packing n tensors."""
-        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True)
+        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True, alone=lambda t, packs: True)
         ts = self.tensors(n)
         for t in ts:
             off.pack(t)
@@ -867,7 +867,7 @@ class TestOffloadCold(TestOffloadBookkeeping):
     def test_prefetch_ahead_same_storage(self):
         """A storage saved twice is in use from the first of its unpacks: the
         walk ahead does not prefetch it ahead again."""
-        fm, off = self.make(keep_last=0, prefetch_distance=1, prefetch_ahead=True)
+        fm, off = self.make(keep_last=0, prefetch_distance=1, prefetch_ahead=True, alone=lambda t, packs: True)
         ts = self.tensors(2)
         p0, p1 = (t.untyped_storage().data_ptr() for t in ts)
         for t in (ts[0], ts[1], ts[1]):
@@ -875,6 +875,31 @@ class TestOffloadCold(TestOffloadBookkeeping):
         fm.calls.clear()
         off.unpack(ts[1])
         self.assertEqual(fm.calls, [("prefetch", p1), ("prefetch_ahead", p0)])
+
+    def test_prefetch_ahead_only_alone(self):
+        """A tensor something besides autograd still reaches (a
+        recomputation's input, a variable) is prefetched plainly, so that a
+        read before its unpack finds its bytes; so is every tensor when this
+        torch cannot tell."""
+        P, A = "prefetch", "prefetch_ahead"
+        # (an ahead one is prefetched again at its own unpack: its use)
+        for alone, want in ((lambda t, packs: t.untyped_storage().data_ptr() != 0x11000000, (P, P, A, P)),
+                            (lambda t, packs: None, (P, P, P)),
+                            (lambda t, packs: True, (P, A, P, A, P))):
+            fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True, alone=alone)
+            ts = self.tensors(3)
+            ptr = [t.untyped_storage().data_ptr() for t in ts]
+            for t in ts:
+                off.pack(t)
+            fm.calls.clear()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for t in reversed(ts):
+                    off.unpack(t)
+            got = [c[0] for c in fm.calls]
+            self.assertEqual(tuple(got), want)
+            self.assertEqual(off.counters["prefetched_ahead"], want.count(A))
+            self.assertEqual(fm.calls[0], (P, ptr[2]))
 
     def test_prefetch_ahead_older_library(self):
         """A library without gh_tensor_prefetch_ahead: plain prefetches from
@@ -970,10 +995,11 @@ class TestOffloadQuiet(unittest.TestCase):
     def tensors(self, n):
         return [FakeTensor(0x10000000 + i * 0x1000000, 4 * MiB) for i in range(n)]
 
-    def test_default_off(self):
-        self.assertFalse(ght.Offload(manager=FakeManager()).quiet)
-        self.assertFalse(ght.offload(manager=FakeManager()).quiet)
-        self.assertTrue(ght.offload(manager=FakeManager(), quiet=True).quiet)
+    def test_default_auto(self):
+        self.assertEqual(ght.Offload(manager=FakeManager()).quiet, "auto")
+        self.assertEqual(ght.offload(manager=FakeManager()).quiet, "auto")
+        self.assertIs(ght.offload(manager=FakeManager(), quiet=True).quiet, True)
+        self.assertIs(ght.offload(manager=FakeManager(), quiet=False).quiet, False)
 
     def test_first_unpack_quiets_the_cold_ones(self):
         fm, off = self.make(keep_last=2, prefetch_distance=0)
@@ -1035,9 +1061,18 @@ class TestOffloadQuiet(unittest.TestCase):
         self.assertEqual(off.counters["quieted_forward"], 2)
         off.pack(ts[4])  # ts[2] cold, reachable
         fm.calls.clear()
-        off.unpack(ts[4])  # backward: the cold one not quiet yet, not the quiet ones again
-        self.assertEqual(fm.calls, [("advise", ptr[2], Q), ("prefetch", ptr[4])])
-        self.assertEqual((off.counters["quieted"], off.counters["quieted_forward"]), (1, 2))
+        off.unpack(ts[4])  # backward: ts[2] still reachable: not quiet; the quiet ones not again
+        self.assertEqual(fm.calls, [("prefetch", ptr[4])])
+        self.assertEqual((off.counters["quieted"], off.counters["quieted_forward"]), (0, 2))
+        # the next backward, once ts[2] reaches only autograd: quiet at its first unpack
+        for t in ts:
+            off.pack(t)
+        alone.add(ptr[2])
+        fm.calls.clear()
+        off.unpack(ts[4])
+        self.assertIn(("advise", ptr[2], Q), fm.calls)
+        self.assertNotIn(("advise", ptr[3], Q), fm.calls)  # reachable, never quiet
+        self.assertGreaterEqual(off.counters["quieted"], 1)
 
     def test_auto_without_a_count_turns_itself_off(self):
         fm, off = self.make(keep_last=0, prefetch_distance=0, quiet="auto", alone=lambda t, packs: None)
@@ -1048,8 +1083,9 @@ class TestOffloadQuiet(unittest.TestCase):
                 off.pack(t)
         self.assertEqual(len([x for x in w if "quiet='auto'" in str(x.message)]), 1)
         self.assertEqual(off.counters["quieted_forward"], 0)
-        off.unpack(ts[2])  # quiet at backward as quiet=True: the three cold ones
-        self.assertEqual(off.counters["quieted"], 3)
+        off.unpack(ts[2])  # nor at backward
+        self.assertEqual(off.counters["quieted"], 0)
+        self.assertIs(off.quiet, False)
 
     def test_bad_quiet(self):
         for q in ("yes", 2, None):
