@@ -1763,6 +1763,26 @@ static void gh_tm_flush(gh_tmgr_t* tm);
 static void gh_tm_reclaim(gh_tmgr_t* tm, int sync);
 static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
 
+/* Whether the next evictions would move a quiet tensor: one of the first
+ * cold tensors (oldest mark first) with frames on the device, up to
+ * GH_TM_QUIET_LOOK of them, is quiet. Cold tensors all on the host move
+ * nothing and are passed over (the rule looked at the list's head alone:
+ * a cold tensor the program still reaches, never quiet and on the host
+ * since its first eviction, then stopped every wait; bench/NOTES.md, host
+ * side, row 62). */
+#define GH_TM_QUIET_LOOK 4
+static int gh_tm_quiet_next(const gh_tmgr_t* tm) {
+  unsigned seen = 0;
+  for (const gh_tensor_t* t = tm->cold_head; t && seen < GH_TM_QUIET_LOOK; t = t->cnext) {
+    size_t v = t->vf0;
+    while (v < t->vf0 + t->nvf && tm->vf[v].tier != GH_TIER_DEVICE) v++;
+    if (v == t->vf0 + t->nvf) continue;
+    if (t->quiet) return 1;
+    seen++;
+  }
+  return 0;
+}
+
 /* Make room for k new device frames: when the budget is spent, record
  * events for new frees and reclaim the completed ones, then release cached
  * frames, then evict in one batch down to the low watermark. Returns how
@@ -1775,12 +1795,13 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
   if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
     gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
   /* Before evicting, wait for pending frees (oldest first) while their
-   * memory can make the room, when the next victim is quiet (or
-   * GPUHEAP_WAIT_FREES=1): quiet moves do not wait for the streams, so the
+   * memory can make the room, when a quiet tensor is among the next
+   * victims (gh_tm_quiet_next; or GPUHEAP_WAIT_FREES=1): quiet moves do
+   * not wait for the streams, so the
    * host runs ahead of the GPU and its frees stay pending; evicting then
    * moves bytes that a wait would have saved (bench/NOTES.md, host side,
    * rows 44 and 49: with quiet="auto", 1.54 GB a step against 1.57-1.73). */
-  const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && tm->cold_head && tm->cold_head->quiet);
+  const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && gh_tm_quiet_next(tm));
   while (wait && gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
     gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
     if (!b->done && b->ev) {

@@ -2471,11 +2471,47 @@ static void wait_frees_one(const char* env, gh_advice_t advice, int waits) {
   drain_and_destroy(tm, &m);
 }
 
+/* The same with an older cold tensor that is not quiet and already on the
+ * host (the head of the cold order, no victim): the quiet one behind it is
+ * the next victim, so the manager still waits for the free. */
+static void wait_frees_behind_host(void) {
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
+  const size_t sz = 4 * MiB;
+  void *h = NULL, *a = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &h) == GH_OK);
+  CHECK(gh_tensor_advise(tm, h, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_evict(tm, h) == GH_OK);
+  CHECK(tier_of(tm, h) == GH_TIER_HOST);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  pat_fill(a, 0, sz, 62);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  gh_tmgr_stats_t s0, st;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_MSG(st.evictions == s0.evictions, "%llu frames evicted with a quiet victim behind a host-only head",
+            (unsigned long long)(st.evictions - s0.evictions));
+  CHECK(tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 62) == SIZE_MAX);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, c, s2) == GH_OK);
+  CHECK(gh_tensor_free(tm, h, s1) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 static void wait_frees(void) {
   wait_frees_one(NULL, GH_ADVICE_QUIET, 1);
   wait_frees_one(NULL, GH_ADVICE_COLD, 0);
   wait_frees_one("0", GH_ADVICE_QUIET, 0);
   wait_frees_one("1", GH_ADVICE_COLD, 1);
+  wait_frees_behind_host();
 }
 
 /* A host-alias region with no room for an allocation of several frames
