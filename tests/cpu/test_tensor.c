@@ -2498,6 +2498,7 @@ static void wait_frees_behind_host(void) {
             (unsigned long long)(st.evictions - s0.evictions));
   CHECK(tier_of(tm, a) == GH_TIER_DEVICE);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
   CHECK(pat_check(a, 0, sz, 62) == SIZE_MAX);
   CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
   CHECK(gh_tensor_free(tm, c, s2) == GH_OK);
