@@ -306,8 +306,10 @@ struct gh_tmgr_s {
   int hold_off;                      /* GPUHEAP_HOLD_COPIES=0: homeless evictions copy at once */
   int copy_kernel;                   /* evictions copy by a kernel: -1 homeless units' (default), 1 every
                                         unit's, 0 none (GPUHEAP_COPY_KERNEL; gh_tm_copy_out) */
-  int wait_frees;                    /* room waits for pending frees before evicting: -1 when the next victim
-                                        is quiet (default), 1 always, 0 never (GPUHEAP_WAIT_FREES) */
+  int wait_frees;                    /* room waits for pending frees before evicting: -1 while restoring with
+                                        a quiet tensor among the first cold ones (default), 1 always, 0 never
+                                        (GPUHEAP_WAIT_FREES) */
+  int restoring;                     /* a prefetch came after the last cold advice (a backward pass) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
   gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
   size_t n_held;
@@ -1763,23 +1765,23 @@ static void gh_tm_flush(gh_tmgr_t* tm);
 static void gh_tm_reclaim(gh_tmgr_t* tm, int sync);
 static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
 
-/* Whether the next evictions would move a quiet tensor: one of the first
- * cold tensors (oldest mark first) with frames on the device, up to
- * GH_TM_QUIET_LOOK of them, is quiet. Cold tensors all on the host move
- * nothing and are passed over (the rule looked at the list's head alone:
- * a cold tensor the program still reaches, never quiet and on the host
- * since its first eviction, then stopped every wait; bench/NOTES.md, host
- * side, row 62). */
+/* Whether room should wait for pending frees before evicting (the
+ * default rule): the caller is restoring (a prefetch came after the last
+ * cold advice: a backward pass, whose frees come back soon and whose cold
+ * tensors are mostly on the host already, so that evicting takes warm
+ * frames it will need) and a quiet tensor is among the first
+ * GH_TM_QUIET_LOOK cold ones (quiet moves do not drain the streams, so the
+ * host runs ahead of its frees). The rule looked at the cold list's head
+ * alone: a cold tensor the program still reaches (never quiet) at the head
+ * then stopped every wait, 1.6 GB moved a step against 1.46
+ * (bench/NOTES.md, host side, row 62); waiting in forward as well moved
+ * more too (row 62, 1.44 GB and 44 CLOCK victims a step). */
 #define GH_TM_QUIET_LOOK 4
-static int gh_tm_quiet_next(const gh_tmgr_t* tm) {
+static int gh_tm_wait_rule(const gh_tmgr_t* tm) {
+  if (!tm->restoring) return 0;
   unsigned seen = 0;
-  for (const gh_tensor_t* t = tm->cold_head; t && seen < GH_TM_QUIET_LOOK; t = t->cnext) {
-    size_t v = t->vf0;
-    while (v < t->vf0 + t->nvf && tm->vf[v].tier != GH_TIER_DEVICE) v++;
-    if (v == t->vf0 + t->nvf) continue;
+  for (const gh_tensor_t* t = tm->cold_head; t && seen < GH_TM_QUIET_LOOK; t = t->cnext, seen++)
     if (t->quiet) return 1;
-    seen++;
-  }
   return 0;
 }
 
@@ -1795,13 +1797,12 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
   if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
     gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
   /* Before evicting, wait for pending frees (oldest first) while their
-   * memory can make the room, when a quiet tensor is among the next
-   * victims (gh_tm_quiet_next; or GPUHEAP_WAIT_FREES=1): quiet moves do
-   * not wait for the streams, so the
+   * memory can make the room, when gh_tm_wait_rule says so (or
+   * GPUHEAP_WAIT_FREES=1): quiet moves do not wait for the streams, so the
    * host runs ahead of the GPU and its frees stay pending; evicting then
    * moves bytes that a wait would have saved (bench/NOTES.md, host side,
    * rows 44 and 49: with quiet="auto", 1.54 GB a step against 1.57-1.73). */
-  const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && gh_tm_quiet_next(tm));
+  const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && gh_tm_wait_rule(tm));
   while (wait && gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
     gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
     if (!b->done && b->ev) {
@@ -2985,6 +2986,7 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
   if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
+    tm->restoring = 1;
     /* Frames all on the device: no move, no stream waited for. A quiet
      * tensor moves after its advice's events, and is a use from then on. */
     gh_tm_stream_join(tm, t, stream);
@@ -3047,6 +3049,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   if (rc == GH_OK) {
     /* Their frames are marked, so that making room evicts none of them; the
      * host units of all of them move in one batch. */
+    tm->restoring = 1;
     size_t nu = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
       gh_tm_stream_join(tm, ts[i], stream);
@@ -3118,6 +3121,7 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
     rc = gh_tm_unquiet(tm, t, 1); /* cold already: quiet keeps its place in the cold order (row 43) */
   else if (rc == GH_OK)
     rc = gh_tm_set_cold(tm, t, cold);
+  if (rc == GH_OK && advice == GH_ADVICE_COLD) tm->restoring = 0;
   if (rc == GH_OK) {
     for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
       gh_vframe_t* f = &tm->vf[v];

@@ -2436,10 +2436,11 @@ static void copy_kernel(void) {
 
 /* Room for an allocation on another stream, with a pending free whose
  * event has not completed and a cold tensor to evict: by default the
- * manager waits for the free when the next victim is quiet (its move
- * would not wait for the streams, so the host runs ahead of its frees),
- * and evicts otherwise; GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
-static void wait_frees_one(const char* env, gh_advice_t advice, int waits) {
+ * manager waits for the free while restoring (a prefetch after the last
+ * cold advice: `restoring`) when the victim is quiet (its move would not
+ * wait for the streams, so the host runs ahead of its frees), and evicts
+ * otherwise; GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
+static void wait_frees_one(const char* env, gh_advice_t advice, int restoring, int waits) {
   if (env) setenv("GPUHEAP_WAIT_FREES", env, 1);
   gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
   unsetenv("GPUHEAP_WAIT_FREES");
@@ -2452,13 +2453,15 @@ static void wait_frees_one(const char* env, gh_advice_t advice, int waits) {
   CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
   pat_fill(a, 0, sz, 61);
   CHECK(gh_tensor_advise(tm, a, advice) == GH_OK);
+  if (restoring) CHECK(gh_tensor_prefetch(tm, b, s1) == GH_OK);  /* on the device: moves nothing */
   CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
   gh_tmgr_stats_t s0, st;
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
   CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
-  CHECK_MSG(st.evictions - s0.evictions == (waits ? 0u : 2u), "GPUHEAP_WAIT_FREES=%s, advice %d: %llu frames evicted",
-            env ? env : "(unset)", (int)advice, (unsigned long long)(st.evictions - s0.evictions));
+  CHECK_MSG(st.evictions - s0.evictions == (waits ? 0u : 2u),
+            "GPUHEAP_WAIT_FREES=%s, advice %d, restoring %d: %llu frames evicted", env ? env : "(unset)", (int)advice,
+            restoring, (unsigned long long)(st.evictions - s0.evictions));
   CHECK(tier_of(tm, a) == (waits ? GH_TIER_DEVICE : GH_TIER_HOST));
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
@@ -2471,9 +2474,9 @@ static void wait_frees_one(const char* env, gh_advice_t advice, int waits) {
   drain_and_destroy(tm, &m);
 }
 
-/* The same with an older cold tensor that is not quiet and already on the
- * host (the head of the cold order, no victim): the quiet one behind it is
- * the next victim, so the manager still waits for the free. */
+/* The same while restoring, with an older cold tensor that is not quiet
+ * and already on the host at the head of the cold order: the quiet one
+ * behind it still makes the manager wait for the free. */
 static void wait_frees_behind_host(void) {
   gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
   if (!tm) return;
@@ -2489,6 +2492,7 @@ static void wait_frees_behind_host(void) {
   CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
   pat_fill(a, 0, sz, 62);
   CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, b, s1) == GH_OK);
   CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
   gh_tmgr_stats_t s0, st;
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
@@ -2508,10 +2512,11 @@ static void wait_frees_behind_host(void) {
 }
 
 static void wait_frees(void) {
-  wait_frees_one(NULL, GH_ADVICE_QUIET, 1);
-  wait_frees_one(NULL, GH_ADVICE_COLD, 0);
-  wait_frees_one("0", GH_ADVICE_QUIET, 0);
-  wait_frees_one("1", GH_ADVICE_COLD, 1);
+  wait_frees_one(NULL, GH_ADVICE_QUIET, 1, 1);
+  wait_frees_one(NULL, GH_ADVICE_QUIET, 0, 0);  /* no prefetch since the cold advice: a forward pass */
+  wait_frees_one(NULL, GH_ADVICE_COLD, 1, 0);
+  wait_frees_one("0", GH_ADVICE_QUIET, 1, 0);
+  wait_frees_one("1", GH_ADVICE_COLD, 0, 1);
   wait_frees_behind_host();
 }
 
