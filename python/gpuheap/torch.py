@@ -582,48 +582,53 @@ class Offload:
     evicted them under pressure (counted in "weights_prefetched");
     prefetch_weights=False leaves them where they are.
 
-    quiet="auto": in forward too, a cold saved tensor is advised
+    quiet="auto" (the default): a cold saved tensor is advised
     GH_ADVICE_QUIET as soon as nothing but autograd can reach it: no other
-    tensor on its storage (views hold one) and no reference to the tensor
+    tensor on its storage (views hold one), no reference to the tensor
     object but autograd's saved slots (the model's own variables dropped
-    it), so no op can read it before its unpack, which prefetches it (up to
-    QUIET_SCAN of them looked at per pack; counted in "quieted_forward").
-    The manager then evicts it homeless: its address unmapped while on the
-    host, which saves the driver's page-table calls for host memory there
-    (~57 us a 2 MiB frame out and back; host/TENSORS.md). The counts are
-    calibrated on a probe tensor that autograd alone keeps; a torch without
-    torch._C._storage_Use_Count, or whose probe does not behave, turns it
-    off with a warning (quiet at backward only). What it cannot see: a C++
-    object that keeps the tensor itself (not a view, not through Python)
-    and reads it later in the forward; such code must not run under
-    quiet="auto", since a kernel reading a homeless tensor faults. On the
-    training run of python/tests/gpu_train.py (c): 44.9 / 48.6 ms a step
-    against 56.7 / 60.6 without it (bench/NOTES.md, host side, row 49).
+    it), and no C++ handle on the tensor but its Python object's
+    (Tensor._use_count(); a C++ extension or library keeping the tensor
+    raises it), so no op can read it before its unpack, which prefetches
+    it. Looked at in forward (up to QUIET_SCAN saved tensors per pack;
+    counted in "quieted_forward") and once more at the first unpack of a
+    backward for those still cold (counted in "quieted"). The manager then
+    evicts it homeless: its address unmapped while on the host, which saves
+    the driver's page-table calls for host memory there (~57 us a 2 MiB
+    frame out and back; host/TENSORS.md), and its moves wait for the work
+    queued before the advice instead of draining the streams. The counts
+    are calibrated on a probe tensor that autograd alone keeps; a torch
+    without torch._C._storage_Use_Count or Tensor._use_count, or whose
+    probe does not behave, turns it off with a warning (once a process).
+    Activation checkpointing is safe under it: both of PyTorch's variants
+    save their regions' inputs through these hooks and unpack them before
+    recomputing (python/tests/gpu_offload.py runs them, a skip connection,
+    a backward hook reading a kept activation, a branch never unpacked and
+    a partial torch.autograd.grad, bitwise equal to PyTorch's allocator).
+    What no count can see is code that keeps a raw device pointer without a
+    reference to the tensor, which no allocator can protect. On the
+    training run of python/tests/gpu_train.py (c): 53.1 / 59.6 / 57.7 ms a
+    step against 75.7 / 73.0 / 77.1 with quiet=False, alternated on one
+    machine (bench/NOTES.md, host side, row 62).
 
     quiet=True: at the first unpack of a backward, every saved tensor
     advised cold and not unpacked yet is advised GH_ADVICE_QUIET (counted in
-    "quieted"): nothing queued from then on reads it until its own unpack,
-    so the manager moves it after the forward's work instead of draining
-    the stream. That holds for autograd's own use of saved tensors; code
-    that reads a saved activation during backward outside its node (a hook,
-    a recomputation, such as activation checkpointing's, which reads its
-    region's inputs directly) breaks it, and so does a saved tensor that no
-    backward node unpacks (torch.autograd.grad asked for some inputs only):
-    it stays quiet, evicted with its address unmapped. Off by default for
-    that: in
-    python/tests/gpu_train.py (c) it measured 57.8 / 54.7 / 49.6 ms a step
-    against 60.4 / 56.7 / 54.5 without, alternated (bench/NOTES.md, host
-    side, row 58; within the noise at row 17, before quiet evictions left
-    addresses unmapped).
+    "quieted"), whatever else reaches it; nothing in forward. That breaks
+    where code reads a saved activation during backward outside its node
+    while it is evicted (a hook on a kept activation, a tensor the program
+    still uses): a kernel reading it faults, its address unmapped. For
+    comparisons; quiet=False advises nothing quiet (every eviction maps
+    host memory at the tensor's address and drains its streams).
 
     prefetch_ahead=True (the default): the next tensors are prefetched
     ahead (gh_tensor_prefetch_ahead): their copies are queued but no stream
     waits for them until their own unpack prefetches them again, so the
     backward kernels queued in between run beside the copies instead of
-    after them (counted in "prefetched_ahead"). It rests on autograd's use of
-    saved tensors: nothing reads a saved tensor before its unpack; code that
-    does (a hook, a recomputation) must prefetch it first. With a library
-    that lacks the call, plain prefetches.
+    after them (counted in "prefetched_ahead"). Only tensors that nothing
+    but autograd reaches (the test of quiet="auto") are prefetched ahead:
+    nothing else can read them before their unpack; the others are
+    prefetched plainly (their streams wait for the copies), as are all of
+    them where the test cannot be made. With a library that lacks the
+    call, plain prefetches.
 
     prefetch_distance defaults to 1: a tensor restored further ahead takes
     room that the next evictions then take back. The training run of
