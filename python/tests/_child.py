@@ -1,6 +1,6 @@
-"""What the GPU tests (gpu_train.py, gpu_cupy.py) share: each of their runs
-goes to a fresh interpreter -- a framework's allocator can be chosen only
-once a process -- that writes its result as JSON.
+"""What the GPU tests (gpu_train.py, gpu_offload.py, gpu_cupy.py) share:
+each of their runs goes to a fresh interpreter -- a framework's allocator
+can be chosen only once a process -- that writes its result as JSON.
 
     from _child import SKIP, PYDIR, log, run
     result, rc = run(__file__, ["--only", "b", ...], out_path, "gpu_train: config b", timeout=420)
@@ -20,6 +20,20 @@ SKIP = 77
 
 def log(*a):
     print(*a, flush=True)
+
+
+def torch_or_skip(tag):
+    """PyTorch, or exit with SKIP (logged under `tag`) where it does not
+    import or sees no CUDA device."""
+    try:
+        import torch
+    except Exception as e:
+        log(f"{tag}: skipped: torch does not import ({e})")
+        sys.exit(SKIP)
+    if not torch.cuda.is_available():
+        log(f"{tag}: skipped: no CUDA device")
+        sys.exit(SKIP)
+    return torch
 
 
 def run(script, args, out, tag, timeout):

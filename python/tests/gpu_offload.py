@@ -33,7 +33,7 @@ import tempfile
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is imported
 
-from _child import PYDIR, SKIP, log, run as run_child  # noqa: E402
+from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -48,18 +48,6 @@ def parse_args(argv=None):
     ap.add_argument("--peak", type=int, default=0, help="the plain run's peak bytes (internal)")
     ap.add_argument("--out", help="the run's JSON result (internal)")
     return ap.parse_args(argv)
-
-
-def torch_or_skip():
-    try:
-        import torch
-    except Exception as e:
-        log(f"gpu_offload: skipped: torch does not import ({e})")
-        sys.exit(SKIP)
-    if not torch.cuda.is_available():
-        log("gpu_offload: skipped: no CUDA device")
-        sys.exit(SKIP)
-    return torch
 
 
 def digest(t):
@@ -108,7 +96,7 @@ def build(torch, a):
 
 
 def child(a):
-    torch = torch_or_skip()
+    torch = torch_or_skip("gpu_offload")
     m = ght = None
     if a.only == "gpuheap":
         sys.path.insert(0, PYDIR)
@@ -180,7 +168,7 @@ def run(a, which, tmp, peak=0):
 
 
 def parent(a):
-    torch_or_skip()
+    torch_or_skip("gpu_offload")
     with tempfile.TemporaryDirectory() as tmp:
         plain, rc = run(a, "plain", tmp)
         if rc:

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from _child import PYDIR, SKIP, log, run
+from _child import PYDIR, SKIP, log, run, torch_or_skip
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is imported
 
@@ -82,18 +82,6 @@ def parse_args(argv=None):
     ap.add_argument("--peak", type=int, default=0, help="(a)'s peak bytes, for (c) (internal)")
     ap.add_argument("--out", help="the child's JSON result (with --only: optional)")
     return ap.parse_args(argv)
-
-
-def torch_or_skip():
-    try:
-        import torch
-    except Exception as e:
-        log(f"gpu_train: skipped: torch does not import ({e})")
-        sys.exit(SKIP)
-    if not torch.cuda.is_available():
-        log("gpu_train: skipped: no CUDA device")
-        sys.exit(SKIP)
-    return torch
 
 
 # ---------------------------------------------------------------- the model
@@ -147,7 +135,7 @@ def data(torch, a, n=4):
 # ---------------------------------------------------------------- one config
 def child(a):
     cfg = a.only
-    torch = torch_or_skip()
+    torch = torch_or_skip("gpu_train")
     sys.path.insert(0, PYDIR)
     result = {"config": cfg, "name": CONFIGS[cfg], "losses": [], "steps_done": 0, "oom": False}
     m = None
@@ -455,7 +443,7 @@ def write_csv(path, results):
 
 
 def parent(a):
-    torch_or_skip()  # does not initialize CUDA here
+    torch_or_skip("gpu_train")  # does not initialize CUDA here
     fails = []
     with tempfile.TemporaryDirectory() as tmp:
         ra, rc = run_child(a, "a", tmp)
