@@ -786,8 +786,9 @@ class Offload:
                           f"reaches ({why}); no saved tensor is advised quiet", RuntimeWarning)
 
     def _start_backward(self):
-        """The first unpack after a forward: every saved tensor advised cold
-        and not unpacked yet is read by nothing queued from now on until its
+        """The first unpack after a forward: a saved tensor advised cold and
+        not unpacked yet that only autograd reaches (quiet="auto"; every
+        one with quiet=True) is read by nothing queued from now on until its
         own unpack, which prefetches it first. Tell the manager (quiet
         advice), so that moving it waits for the forward's work only."""
         with self._lock:
@@ -838,7 +839,7 @@ class Offload:
                 if not x.prefetched:
                     x.prefetched = True
                     # Ahead only where nothing but its unpack can read it
-                    # before its copies land (a recomputation holds its own).
+                    # before its copies land (whatever else holds it might).
                     x.ahead = self.prefetch_ahead and self._is_alone(x) is True
                     todo.append(("ahead" if x.ahead else "prefetch", x))
         for what, x in todo:
