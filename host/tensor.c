@@ -1774,8 +1774,9 @@ static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
  * host runs ahead of its frees). The rule looked at the cold list's head
  * alone: a cold tensor the program still reaches (never quiet) at the head
  * then stopped every wait, 1.6 GB moved a step against 1.46
- * (bench/NOTES.md, host side, row 62); waiting in forward as well moved
- * more too (row 62, 1.44 GB and 44 CLOCK victims a step). */
+ * (bench/NOTES.md, host side, row 62); waiting in forward as well was
+ * slower (row 62: 63-69 ms a step against 53-60, with ~58 CLOCK victims a
+ * step against none). */
 #define GH_TM_QUIET_LOOK 4
 static int gh_tm_wait_rule(const gh_tmgr_t* tm) {
   if (!tm->restoring) return 0;
