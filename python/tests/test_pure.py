@@ -9,7 +9,9 @@ What needs more is skipped, not failed:
     found next to the package / by the loader). They use the simulated
     frame provider (backend "sim"), which runs without a GPU.
 PyTorch and CuPy are replaced by small fakes where the glue is tested; the
-real thing is tested by gpu_train.py and gpu_cupy.py on the GPU machine.
+real thing is tested by gpu_train.py, gpu_offload.py and gpu_cupy.py on the
+GPU machine, and the offload hooks on a CPU PyTorch by
+test_pure_torch_offload.py (skipped without PyTorch).
 """
 import ctypes
 import gc
