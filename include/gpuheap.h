@@ -343,7 +343,11 @@ typedef enum gh_advice_e {
  * counts on the promise) and gh_tensor_pin make a tensor normal again; any
  * other advice maps its host memory at its address first (GH_ERR_DEVICE_NOMEM
  * if the driver refuses, the tensor then still quiet). GPUHEAP_HOMELESS=0
- * maps it as any tensor's. GH_ERR_INVAL for an unknown advice;
+ * maps it as any tensor's. Quiet moves do not drain the streams, so the
+ * caller can run ahead of its frees: while it restores (a prefetch came
+ * after its last GH_ADVICE_COLD, as in a backward pass) and a quiet tensor
+ * is among the first cold ones, room waits for pending frees before
+ * evicting (GPUHEAP_WAIT_FREES=1 always, =0 never). GH_ERR_INVAL for an unknown advice;
  * GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
 int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice);
 /* Pinned tensors stay on the device: a pinned tensor on the host is brought
