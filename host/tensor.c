@@ -236,6 +236,12 @@ typedef struct gh_vframe_s {
   size_t snext, sprev;     /* slab: the kind's slab list (SIZE_MAX = none) */
 } gh_vframe_t;
 
+/* The calls _gh_tmgr_call_times counts (GPUHEAP_CALL_TIMES=1). */
+enum {
+  GH_TM_CALL_ALLOC, GH_TM_CALL_FREE, GH_TM_CALL_ADVISE, GH_TM_CALL_PREFETCH, GH_TM_CALL_PREFETCH_AHEAD,
+  GH_TM_CALL_PREFETCH_MANY, GH_TM_CALL_EVICT, GH_TM_CALL_OTHER, GH_TM_CALLS
+};
+
 struct gh_tmgr_s {
   pthread_mutex_t mu;   /* the manager */
   pthread_mutex_t pmu;  /* provider calls */
@@ -310,6 +316,8 @@ struct gh_tmgr_s {
                                         a quiet tensor among the first cold ones (default), 1 always, 0 never
                                         (GPUHEAP_WAIT_FREES) */
   int restoring;                     /* a prefetch came after the last cold advice (a backward pass) */
+  int time_calls;                    /* GPUHEAP_CALL_TIMES=1: calls timed from entry to exit (gh_tm_call_end) */
+  uint64_t call_n[GH_TM_CALLS], call_ns[GH_TM_CALLS]; /* ... their counts and host time (_gh_tmgr_call_times) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
   gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
   size_t n_held;
@@ -512,6 +520,14 @@ static uint64_t gh_tm_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* GPUHEAP_CALL_TIMES=1: a public call's host time, from its entry (the
+ * wait for the mutex included) to its exit, by kind (_gh_tmgr_call_times);
+ * under mu. Off by default: two clock reads are about as long as a free. */
+static uint64_t gh_tm_call_t0(const gh_tmgr_t* tm) { return tm && tm->time_calls ? gh_tm_now_ns() : 0; }
+static void gh_tm_call_end(gh_tmgr_t* tm, int k, uint64_t t0) {
+  if (t0) tm->call_n[k]++, tm->call_ns[k] += gh_tm_now_ns() - t0;
 }
 
 /* Wait until every stream of the set has reached the present (record an
@@ -2601,6 +2617,8 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     tm->copy_kernel = ck && *ck ? *ck != '0' : -1;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
     tm->wait_frees = wf && *wf ? *wf != '0' : -1;
+    const char* ct = getenv("GPUHEAP_CALL_TIMES");
+    tm->time_calls = ct && *ct == '1';
     /* A run freed on a stream goes to the next allocation of about its
      * size on that stream before its event (gh_tm_reuse);
      * GPUHEAP_SAME_STREAM_REUSE=0 turns it off, for comparisons
@@ -2846,6 +2864,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   t->kind = (uint8_t)kind;
   t->streams[0] = stream, t->nstreams = 1;
   gh_tmgr_stats_t snap;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tm_lock(tm);
   tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
   int rc = gh_tm_mover_failed(tm);
@@ -2907,6 +2926,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
               gh_tm_sidx(tm, stream), rc);
   const gh_oom_fn oom = tm->oom;
   void* user = tm->oom_user;
+  gh_tm_call_end(tm, GH_TM_CALL_ALLOC, t0);
   pthread_mutex_unlock(&tm->mu);
   if (rc != GH_OK) {
     free(t);
@@ -2924,6 +2944,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
 int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_free: NULL manager");
   if (!ptr) return GH_OK;  /* as free(NULL) */
+  const uint64_t t0 = gh_tm_call_t0(tm);
   pthread_mutex_lock(&tm->mu);
   gh_tensor_t* t = ptr ? gh_tm_find(tm, ptr) : NULL;
   int rc = t ? gh_tm_stream_seen(tm, stream) : gh_tm_bad_ptr(tm, ptr, "gh_tensor_free");
@@ -2950,6 +2971,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     tm->freed_pos = (tm->freed_pos + 1) % GH_TM_FREED_RING;
   }
   gh_tm_trace(tm, "f %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
+  gh_tm_call_end(tm, GH_TM_CALL_FREE, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -2983,6 +3005,7 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
   const char* what = ahead ? "gh_tensor_prefetch_ahead" : "gh_tensor_prefetch";
   if (!tm) return _gh_error(GH_ERR_INVAL, "%s: NULL manager", what);
   int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, what, &rc);
   if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
@@ -3015,6 +3038,7 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
     if (rc == GH_OK) rc = mrc;
   }
   gh_tm_trace(tm, "%c %llx %zu %d\n", ahead ? 'h' : 'p', GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
+  gh_tm_call_end(tm, ahead ? GH_TM_CALL_PREFETCH_AHEAD : GH_TM_CALL_PREFETCH, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -3032,6 +3056,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_many: NULL manager");
   if (n && !ptrs) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_many: %zu tensors at NULL", n);
   if (n == 0) return GH_OK;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tm_lock(tm);
   gh_tm_reclaim(tm, 0);
   int rc = gh_tm_mover_failed(tm);
@@ -3076,6 +3101,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   free(units);
   free(ts);
   gh_tm_trace_many(tm, ptrs, n, stream, rc);
+  gh_tm_call_end(tm, GH_TM_CALL_PREFETCH_MANY, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -3083,6 +3109,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
 int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_evict: NULL manager");
   int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_evict", &rc);
   if (rc == GH_OK && t->pins) rc = _gh_error(GH_ERR_PINNED, "gh_tensor_evict: %p is pinned", ptr);
   if (rc == GH_OK) rc = gh_tm_set_cold(tm, t, 1);
@@ -3103,6 +3130,7 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
     free(units);
   }
   gh_tm_trace(tm, "e %llx %d\n", GH_TM_TP(ptr), rc);
+  gh_tm_call_end(tm, GH_TM_CALL_EVICT, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -3111,6 +3139,7 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: NULL manager");
   if ((unsigned)advice >= GH_ADVICE_COUNT) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: advice %d", (int)advice);
   int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_advise", &rc);
   /* A mark only: nothing moves and no stream is waited for (a homeless
    * tensor's host memory is mapped at home first: its quiet advice ends).
@@ -3142,6 +3171,7 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
     }
   }
   gh_tm_trace(tm, "c %llx %d %d\n", GH_TM_TP(ptr), (int)advice, rc);
+  gh_tm_call_end(tm, GH_TM_CALL_ADVISE, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -3149,6 +3179,7 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
 int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_pin: NULL manager");
   int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_pin", &rc);
   if (rc == GH_OK && t->pins == UINT32_MAX) rc = _gh_error(GH_ERR_INVAL, "gh_tensor_pin: too many pins");
   if (rc == GH_OK) {
@@ -3166,6 +3197,7 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
     }
   }
   gh_tm_trace(tm, "P %llx %d\n", GH_TM_TP(ptr), rc);
+  gh_tm_call_end(tm, GH_TM_CALL_OTHER, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -3173,6 +3205,7 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
 int gh_tensor_unpin(gh_tmgr_t* tm, void* ptr) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_unpin: NULL manager");
   int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_unpin", &rc);
   if (rc == GH_OK && t->pins == 0) rc = _gh_error(GH_ERR_INVAL, "gh_tensor_unpin: %p is not pinned", ptr);
   if (rc == GH_OK && --t->pins == 0) {
@@ -3180,6 +3213,7 @@ int gh_tensor_unpin(gh_tmgr_t* tm, void* ptr) {
     tm->pinned_tensors--;
   }
   gh_tm_trace(tm, "U %llx %d\n", GH_TM_TP(ptr), rc);
+  gh_tm_call_end(tm, GH_TM_CALL_OTHER, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -3188,6 +3222,7 @@ int gh_tensor_set_kind(gh_tmgr_t* tm, void* ptr, gh_kind_t kind) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_set_kind: NULL manager");
   if ((unsigned)kind >= GH_KIND_COUNT) return _gh_error(GH_ERR_INVAL, "gh_tensor_set_kind: kind %d", (int)kind);
   int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_set_kind", &rc);
   if (rc == GH_OK) {
     tm->tensors[t->kind]--, tm->tensor_bytes[t->kind] -= t->bytes;
@@ -3198,6 +3233,7 @@ int gh_tensor_set_kind(gh_tmgr_t* tm, void* ptr, gh_kind_t kind) {
       for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) tm->vf[v].kind = (uint8_t)kind;
   }
   gh_tm_trace(tm, "k %llx %u %d\n", GH_TM_TP(ptr), (unsigned)kind, rc);
+  gh_tm_call_end(tm, GH_TM_CALL_OTHER, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -3205,9 +3241,11 @@ int gh_tensor_set_kind(gh_tmgr_t* tm, void* ptr, gh_kind_t kind) {
 int gh_tensor_tier(gh_tmgr_t* tm, const void* ptr, gh_tier_t* tier) {
   if (!tm || !tier) return _gh_error(GH_ERR_INVAL, "gh_tensor_tier: NULL argument");
   int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_tier", &rc);
   if (rc == GH_OK) *tier = (gh_tier_t)tm->vf[t->vf0].tier;
   gh_tm_trace(tm, "t %llx %d\n", GH_TM_TP(ptr), rc); /* it reclaims, as every call does */
+  gh_tm_call_end(tm, GH_TM_CALL_OTHER, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -3521,6 +3559,15 @@ int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units) {
   if (!tm || !units) return _gh_error(GH_ERR_INVAL, "NULL argument");
   pthread_mutex_lock(&tm->mu);
   *units = tm->held_copies;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_call_times(gh_tmgr_t* tm, uint64_t n[8], uint64_t ns[8]) {
+  if (!tm || !n || !ns) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  _Static_assert(GH_TM_CALLS == 8, "_gh_tmgr_call_times reports 8 kinds of call");
+  pthread_mutex_lock(&tm->mu);
+  for (int k = 0; k < GH_TM_CALLS; k++) n[k] = tm->call_n[k], ns[k] = tm->call_ns[k];
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }

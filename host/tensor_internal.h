@@ -75,6 +75,12 @@ int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded);
 /* Tests and replay_trace: homeless units evicted for a tensor's run whose
  * copies waited for the run's map (tensor.c, gh_tm_held_flush). */
 int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units);
+/* Diagnostics: with GPUHEAP_CALL_TIMES=1 in the environment at creation,
+ * the public calls made so far and their host time in ns, from entry (the
+ * wait for the manager's mutex included) to exit, by kind: 0 alloc, 1 free,
+ * 2 advise, 3 prefetch, 4 prefetch_ahead, 5 prefetch_many, 6 evict, 7 pin,
+ * unpin, set_kind and tier; zeros without it. */
+int _gh_tmgr_call_times(gh_tmgr_t* tm, uint64_t n[8], uint64_t ns[8]);
 /* Tests only: frames evicted homeless so far (a quiet tensor's home left
  * unmapped: gh_tm_homeless_ok). */
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames);

@@ -23,5 +23,6 @@ one() {  # name, gpu_train options, environment...
   echo "$name: $(grep -E 'ms/step' "$OUT/$name.log" | tail -1)"
   grep -o '"vmm_ns": {[^}]*}' "$OUT/$name.log" | tail -1
   grep -o '"move_ns": [0-9.]*\|"stream_wait_ns": [0-9.]*' "$OUT/$name.log" | tail -2 | tr '\n' ' '
+  grep -o '"call_ms": {[^}]*}' "$OUT/$name.log" | tail -1  # with GPUHEAP_CALL_TIMES=1
   echo
 }

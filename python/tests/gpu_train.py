@@ -84,6 +84,25 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
+# The kinds of call _gh_tmgr_call_times reports, in its order.
+CALL_KINDS = ("alloc", "free", "advise", "prefetch", "prefetch_ahead", "prefetch_many", "evict", "other")
+
+
+def call_times(m):
+    """With GPUHEAP_CALL_TIMES=1 (set before the manager is made): the
+    manager's public calls so far and their host time in ms, by kind
+    (_gh_tmgr_call_times, from entry to exit); {} otherwise."""
+    if m is None or os.environ.get("GPUHEAP_CALL_TIMES") != "1":
+        return {}
+    import ctypes
+    import gpuheap
+    f = getattr(gpuheap.library().cdll, "_gh_tmgr_call_times", None)
+    n, ns = (ctypes.c_uint64 * 8)(), (ctypes.c_uint64 * 8)()
+    if f is None or f(ctypes.c_void_p(m.handle), n, ns) != 0:
+        return {}
+    return {k: (n[i], ns[i] * 1e-6) for i, k in enumerate(CALL_KINDS)}
+
+
 # ---------------------------------------------------------------- the model
 def build(torch, a):
     nn, F = torch.nn, torch.nn.functional
@@ -186,6 +205,7 @@ def child(a):
     t0 = None
     moved0 = 0
     s0 = {}
+    c0 = {}
     dev_max = 0
     snap_taken = False
     snap_s = 0.0
@@ -204,6 +224,7 @@ def child(a):
             if m is not None:
                 s0 = m.stats()
                 moved0 = s0["bytes_evicted"] + s0["bytes_restored"]
+                c0 = call_times(m)
         x, y = xs[step % len(xs)], ys[step % len(ys)]
         opt.zero_grad(set_to_none=True)
         mode = None
@@ -290,6 +311,10 @@ def child(a):
                 result["per_step"][key] = {k: round((v - s0.get(key, {}).get(k, 0)) / timed * scale, 3)
                                            for k, v in s.get(key, {}).items()}
             result["per_step"]["vmm_move_ns"] = (s.get("vmm_move_ns", 0) - s0.get("vmm_move_ns", 0)) / timed * 1e-6
+            c = call_times(m)
+            if c and c0:  # GPUHEAP_CALL_TIMES=1: calls a step and their ms a step, by kind
+                result["per_step"]["calls"] = {k: round((c[k][0] - c0[k][0]) / timed, 2) for k in c}
+                result["per_step"]["call_ms"] = {k: round((c[k][1] - c0[k][1]) / timed, 3) for k in c}
         result["oom"] = result["oom"] or s["oom_events"] > 0 or bool(ooms)
         result["memory_stats"] = dict(ght.memory_stats())
         if off is not None:

@@ -2511,6 +2511,47 @@ static void wait_frees_behind_host(void) {
   drain_and_destroy(tm, &m);
 }
 
+/* GPUHEAP_CALL_TIMES=1: each public call counted once under its kind,
+ * with some time; without it nothing is counted. */
+static void call_times_one(int on) {
+  if (on) setenv("GPUHEAP_CALL_TIMES", "1", 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 0);
+  unsetenv("GPUHEAP_CALL_TIMES");
+  if (!tm) return;
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+  void *a = NULL, *b = NULL;
+  gh_tier_t tier;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
+  CHECK(gh_tensor_prefetch_ahead(tm, b, s1) == GH_OK);
+  CHECK(gh_tensor_prefetch_many(tm, &a, 1, s1) == GH_OK);
+  CHECK(gh_tensor_pin(tm, b) == GH_OK);
+  CHECK(gh_tensor_unpin(tm, b) == GH_OK);
+  CHECK(gh_tensor_tier(tm, b, &tier) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  uint64_t n[8], ns[8];
+  CHECK(_gh_tmgr_call_times(tm, n, ns) == GH_OK);
+  const uint64_t want[8] = {2, 1, 1, 1, 1, 1, 1, 3};
+  for (int k = 0; k < 8; k++) {
+    CHECK_MSG(n[k] == (on ? want[k] : 0), "GPUHEAP_CALL_TIMES %d: kind %d counted %llu", on, k,
+              (unsigned long long)n[k]);
+    CHECK_MSG((ns[k] > 0) == (on != 0), "GPUHEAP_CALL_TIMES %d: kind %d took %llu ns", on, k,
+              (unsigned long long)ns[k]);
+  }
+  CHECK(_gh_tmgr_call_times(tm, NULL, ns) == GH_ERR_INVAL);
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static void call_times(void) {
+  call_times_one(1);
+  call_times_one(0);
+}
+
 static void wait_frees(void) {
   wait_frees_one(NULL, GH_ADVICE_QUIET, 1, 1);
   wait_frees_one(NULL, GH_ADVICE_QUIET, 0, 0);  /* no prefetch since the cold advice: a forward pass */
@@ -2786,6 +2827,7 @@ int main(int argc, char** argv) {
   sim_frames();
   copy_kernel();
   wait_frees();
+  call_times();
   host_alias_fragmented();
   failed_maps();
   cache_shortest();
