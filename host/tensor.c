@@ -525,7 +525,7 @@ static uint64_t gh_tm_now_ns(void) {
 /* GPUHEAP_CALL_TIMES=1: a public call's host time, from its entry (the
  * wait for the mutex included) to its exit, by kind (_gh_tmgr_call_times);
  * under mu. Off by default: two clock reads are about as long as a free. */
-static uint64_t gh_tm_call_t0(const gh_tmgr_t* tm) { return tm && tm->time_calls ? gh_tm_now_ns() : 0; }
+static uint64_t gh_tm_call_t0(const gh_tmgr_t* tm) { return tm->time_calls ? gh_tm_now_ns() : 0; }
 static void gh_tm_call_end(gh_tmgr_t* tm, int k, uint64_t t0) {
   if (t0) tm->call_n[k]++, tm->call_ns[k] += gh_tm_now_ns() - t0;
 }

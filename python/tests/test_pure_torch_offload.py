@@ -2,7 +2,7 @@
 saved tensors its test of "only autograd reaches it" lets be advised quiet
 or prefetched ahead, under the patterns that read saved tensors outside
 their own backward node. Needs PyTorch (a CPU build is enough) and no GPU
-and no library: the manager is a recorder. Skipped without PyTorch.
+and no library: the manager is test_pure's FakeManager. Skipped without PyTorch.
 
     PYTHONPATH=python python3 -m unittest python/tests/test_pure_torch_offload.py
 
@@ -21,6 +21,7 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 
 try:
     import torch
@@ -30,30 +31,9 @@ except Exception as e:  # no PyTorch: the whole module is skipped
 
 import gpuheap  # noqa: E402
 import gpuheap.torch as ght  # noqa: E402
+from test_pure import FakeManager  # noqa: E402  (records the hints)
 
 Q = gpuheap.Advice.QUIET
-
-
-class Recorder:
-    """A manager that records the hints, and the test's own marks."""
-
-    def __init__(self):
-        self.calls = []
-
-    def advise(self, ptr, advice):
-        self.calls.append(("advise", ptr, advice))
-
-    def evict(self, ptr):
-        self.calls.append(("evict", ptr))
-
-    def prefetch(self, ptr, stream=None):
-        self.calls.append(("prefetch", ptr))
-
-    def prefetch_ahead(self, ptr, stream=None):
-        self.calls.append(("prefetch_ahead", ptr))
-
-    def mark(self, what):
-        self.calls.append(("mark", what))
 
 
 def ptr_of(t):
@@ -67,7 +47,7 @@ class TestOffloadOnTorch(unittest.TestCase):
         torch.manual_seed(0)
         self.layers = [torch.nn.Linear(self.W, self.W) for _ in range(8)]
         self.params = {ptr_of(p) for lin in self.layers for p in lin.parameters()}
-        self.rec = Recorder()
+        self.rec = FakeManager()
 
         def info(t):  # CPU tensors stand for CUDA ones; parameters (and their views) are skipped
             p = ptr_of(t)
@@ -114,7 +94,7 @@ class TestOffloadOnTorch(unittest.TestCase):
 
         def region(a):
             if phase["backward"]:
-                rec.mark("recompute")
+                rec.calls.append(("mark", "recompute"))
             return torch.relu(L[3](torch.relu(L[2](a))))
 
         x = torch.randn(32, self.W, requires_grad=True)
