@@ -616,26 +616,38 @@ class TestSnapshot(unittest.TestCase):
         self.assertEqual(cells[-1]["y"], 4999 // 64)
 
     def test_png(self):
-        try:
-            import matplotlib  # noqa: F401
-            del matplotlib
-        except Exception:
-            rc, out = _run_py("""
-                import gpuheap, gpuheap.snapshot as s
-                try:
-                    s.write_png('/nonexistent.png', {'frame_bytes': 1})
-                except gpuheap.Error as e:
-                    assert e.code == gpuheap.ERR_UNSUPPORTED and 'matplotlib' in str(e), e
-                    print('ok')
-            """)
-            self.assertEqual(rc, 0, out)
-            self.assertIn("ok", out)
-            return
+        """write_png in fresh interpreters (matplotlib's compiled modules can
+        fail to load beside what this process has imported, PyTorch among
+        them): a PNG where matplotlib loads; GH_ERR_UNSUPPORTED naming it
+        where it does not, and where it is hidden."""
         with tempfile.TemporaryDirectory() as d:
-            p = os.path.join(d, "f.png")
-            snap_mod.write_png(p, self._snap())
-            with open(p, "rb") as f:
-                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            src, p = os.path.join(d, "s.json"), os.path.join(d, "f.png")
+            with open(src, "w") as f:
+                json.dump(self._snap(), f)
+            for hide in (False, True):
+                rc, out = _run_py(f"""
+                    import json, sys
+                    if {hide}:
+                        sys.modules['matplotlib'] = None
+                    import gpuheap, gpuheap.snapshot as s
+                    with open({src!r}) as f:
+                        snap = json.load(f)
+                    try:
+                        import matplotlib.pyplot  # noqa: F401
+                    except Exception:
+                        try:
+                            s.write_png({p!r}, snap)
+                        except gpuheap.Error as e:
+                            assert e.code == gpuheap.ERR_UNSUPPORTED and 'matplotlib' in str(e), e
+                            print('unsupported ok')
+                    else:
+                        s.write_png({p!r}, snap)
+                        with open({p!r}, 'rb') as f:
+                            assert f.read(8) == b'\\x89PNG\\r\\n\\x1a\\n'
+                        print('png ok')
+                """)
+                self.assertEqual(rc, 0, out)
+                self.assertIn("unsupported ok" if hide else "ok", out)
 
 
 class TestOffloadBookkeeping(unittest.TestCase):
