@@ -241,6 +241,12 @@ enum {
   GH_TM_CALL_ALLOC, GH_TM_CALL_FREE, GH_TM_CALL_ADVISE, GH_TM_CALL_PREFETCH, GH_TM_CALL_PREFETCH_AHEAD,
   GH_TM_CALL_PREFETCH_MANY, GH_TM_CALL_EVICT, GH_TM_CALL_OTHER, GH_TM_CALLS
 };
+/* The provider calls _gh_tmgr_op_times counts (GPUHEAP_CALL_TIMES=1), all
+ * but the physical-memory calls (stats vmm_calls), and the waits for pmu. */
+enum {
+  GH_TM_OP_COPY, GH_TM_OP_RECORD, GH_TM_OP_QUERY, GH_TM_OP_EVENT_SYNC, GH_TM_OP_EVENT_DESTROY,
+  GH_TM_OP_STREAM_SYNC, GH_TM_OP_STREAM_WAIT, GH_TM_OP_OTHER, GH_TM_OP_PMU_WAIT, GH_TM_OPS
+};
 
 struct gh_tmgr_s {
   pthread_mutex_t mu;   /* the manager */
@@ -318,6 +324,7 @@ struct gh_tmgr_s {
   int restoring;                     /* a prefetch came after the last cold advice (a backward pass) */
   int time_calls;                    /* GPUHEAP_CALL_TIMES=1: calls timed from entry to exit (gh_tm_call_end) */
   uint64_t call_n[GH_TM_CALLS], call_ns[GH_TM_CALLS]; /* ... their counts and host time (_gh_tmgr_call_times) */
+  uint64_t op_n[GH_TM_OPS], op_ns[GH_TM_OPS]; /* ... and the provider's other calls (_gh_tmgr_op_times; under pmu) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
   gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
   size_t n_held;
@@ -380,16 +387,24 @@ struct gh_tmgr_s {
 
 /* ---------------------------------------------------------------- provider
  * Every provider call goes through these, under pmu. */
-#define GH_P(tm, call)                      \
-  ({                                        \
-    pthread_mutex_lock(&(tm)->pmu);         \
-    const int gh_prc_ = (call);             \
-    pthread_mutex_unlock(&(tm)->pmu);       \
-    gh_prc_;                                \
+/* With GPUHEAP_CALL_TIMES=1 each call is timed by its kind, found once a
+ * call site from the call's text (gh_tm_op_kind), and so is the wait for
+ * pmu (_gh_tmgr_op_times). */
+static uint64_t gh_tm_now_ns(void);
+static void gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0);
+#define GH_P(tm, call)                                                          \
+  ({                                                                            \
+    static int gh_pk_ = -1; /* this site's kind, under pmu */                   \
+    const uint64_t gh_pw0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;             \
+    pthread_mutex_lock(&(tm)->pmu);                                             \
+    const uint64_t gh_pt0_ = gh_pw0_ ? gh_tm_now_ns() : 0;                      \
+    const int gh_prc_ = (call);                                                 \
+    if (gh_pw0_) gh_tm_op_time((tm), &gh_pk_, #call, gh_pw0_, gh_pt0_);         \
+    pthread_mutex_unlock(&(tm)->pmu);                                           \
+    gh_prc_;                                                                    \
   })
 /* The same for the physical-memory calls, counted and timed (stats
  * vmm_calls / vmm_ns) under pmu. */
-static uint64_t gh_tm_now_ns(void);
 static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
 static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
 static void gh_tm_mover_drain(gh_tmgr_t* tm);
@@ -435,8 +450,11 @@ static void gh_tm_trace_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stre
   ({                                                              \
     if ((op) == GH_VMM_UNMAP || (op) == GH_VMM_RELEASE)           \
       gh_tm_mover_drain(tm);                                      \
+    const uint64_t gh_pw0_ = (tm)->time_calls ? gh_tm_now_ns() : 0; \
     pthread_mutex_lock(&(tm)->pmu);                               \
     const uint64_t gh_pt0_ = gh_tm_now_ns();                      \
+    if (gh_pw0_)                                                  \
+      (tm)->op_n[GH_TM_OP_PMU_WAIT]++, (tm)->op_ns[GH_TM_OP_PMU_WAIT] += gh_pt0_ - gh_pw0_; \
     const int gh_prc_ = (call);                                   \
     const uint64_t gh_pdt_ = gh_tm_now_ns() - gh_pt0_;            \
     (tm)->vmm_calls[op]++, (tm)->vmm_ns[op] += gh_pdt_;           \
@@ -528,6 +546,30 @@ static uint64_t gh_tm_now_ns(void) {
 static uint64_t gh_tm_call_t0(const gh_tmgr_t* tm) { return tm->time_calls ? gh_tm_now_ns() : 0; }
 static void gh_tm_call_end(gh_tmgr_t* tm, int k, uint64_t t0) {
   if (t0) tm->call_n[k]++, tm->call_ns[k] += gh_tm_now_ns() - t0;
+}
+
+/* The kind of a provider call from its text ("tm->ops->event_sync(...)",
+ * "gh_tm_copy_out(...)"). */
+static int gh_tm_op_kind(const char* call) {
+  static const struct {
+    const char* name;
+    int kind;
+  } ops[] = {{"copy", GH_TM_OP_COPY},           {"gh_tm_copy_out", GH_TM_OP_COPY},
+             {"event_record", GH_TM_OP_RECORD}, {"event_query", GH_TM_OP_QUERY},
+             {"event_sync", GH_TM_OP_EVENT_SYNC}, {"event_destroy", GH_TM_OP_EVENT_DESTROY},
+             {"stream_sync", GH_TM_OP_STREAM_SYNC}, {"stream_wait", GH_TM_OP_STREAM_WAIT}};
+  const char* o = strstr(call, "->ops->");
+  const char* name = o ? o + 7 : call;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)  /* by prefix: copy_to_host, stream_wait_value too */
+    if (!strncmp(name, ops[i].name, strlen(ops[i].name))) return ops[i].kind;
+  return GH_TM_OP_OTHER;
+}
+/* Under pmu: a provider call of GH_P (its site's kind in *kind) that waited
+ * for pmu from w0 and ran from t0 until now. */
+static void gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0) {
+  if (*kind < 0) *kind = gh_tm_op_kind(call);
+  tm->op_n[*kind]++, tm->op_ns[*kind] += gh_tm_now_ns() - t0;
+  tm->op_n[GH_TM_OP_PMU_WAIT]++, tm->op_ns[GH_TM_OP_PMU_WAIT] += t0 - w0;
 }
 
 /* Wait until every stream of the set has reached the present (record an
@@ -3569,6 +3611,15 @@ int _gh_tmgr_call_times(gh_tmgr_t* tm, uint64_t n[8], uint64_t ns[8]) {
   pthread_mutex_lock(&tm->mu);
   for (int k = 0; k < GH_TM_CALLS; k++) n[k] = tm->call_n[k], ns[k] = tm->call_ns[k];
   pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]) {
+  if (!tm || !n || !ns) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  _Static_assert(GH_TM_OPS == 9, "_gh_tmgr_op_times reports 9 kinds");
+  pthread_mutex_lock(&tm->pmu);
+  for (int k = 0; k < GH_TM_OPS; k++) n[k] = tm->op_n[k], ns[k] = tm->op_ns[k];
+  pthread_mutex_unlock(&tm->pmu);
   return GH_OK;
 }
 

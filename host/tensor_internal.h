@@ -81,6 +81,14 @@ int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units);
  * 2 advise, 3 prefetch, 4 prefetch_ahead, 5 prefetch_many, 6 evict, 7 pin,
  * unpin, set_kind and tier; zeros without it. */
 int _gh_tmgr_call_times(gh_tmgr_t* tm, uint64_t n[8], uint64_t ns[8]);
+/* Diagnostics, the same switch: the provider's calls other than the
+ * physical-memory ones (stats vmm_calls / vmm_ns) and their host time in
+ * ns, by kind: 0 copies (by the engine or by kernel), 1 event records,
+ * 2 event queries, 3 event syncs, 4 event destroys, 5 stream syncs, 6
+ * stream waits (for events or for a word), 7 others; 8 the waits of every
+ * provider call for the provider's mutex (pool thread and mover
+ * included); zeros without it. */
+int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
 /* Tests only: frames evicted homeless so far (a quiet tensor's home left
  * unmapped: gh_tm_homeless_ok). */
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames);

@@ -84,23 +84,32 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-# The kinds of call _gh_tmgr_call_times reports, in its order.
+# The kinds of call _gh_tmgr_call_times reports, in its order; and of the
+# provider's calls _gh_tmgr_op_times reports ("pmu_wait": waits for the
+# provider's mutex).
 CALL_KINDS = ("alloc", "free", "advise", "prefetch", "prefetch_ahead", "prefetch_many", "evict", "other")
+OP_KINDS = ("copy", "event_record", "event_query", "event_sync", "event_destroy", "stream_sync", "stream_wait",
+            "other", "pmu_wait")
 
 
 def call_times(m):
     """With GPUHEAP_CALL_TIMES=1 (set before the manager is made): the
     manager's public calls so far and their host time in ms, by kind
-    (_gh_tmgr_call_times, from entry to exit); {} otherwise."""
+    (_gh_tmgr_call_times, from entry to exit), and its provider calls other
+    than the physical-memory ones, with "op_" before their kinds
+    (_gh_tmgr_op_times); {} otherwise."""
     if m is None or os.environ.get("GPUHEAP_CALL_TIMES") != "1":
         return {}
     import ctypes
     import gpuheap
-    f = getattr(gpuheap.library().cdll, "_gh_tmgr_call_times", None)
-    n, ns = (ctypes.c_uint64 * 8)(), (ctypes.c_uint64 * 8)()
-    if f is None or f(ctypes.c_void_p(m.handle), n, ns) != 0:
-        return {}
-    return {k: (n[i], ns[i] * 1e-6) for i, k in enumerate(CALL_KINDS)}
+    out = {}
+    for fn, kinds, prefix in (("_gh_tmgr_call_times", CALL_KINDS, ""), ("_gh_tmgr_op_times", OP_KINDS, "op_")):
+        f = getattr(gpuheap.library().cdll, fn, None)
+        n, ns = (ctypes.c_uint64 * len(kinds))(), (ctypes.c_uint64 * len(kinds))()
+        if f is None or f(ctypes.c_void_p(m.handle), n, ns) != 0:
+            return {}
+        out.update({prefix + k: (n[i], ns[i] * 1e-6) for i, k in enumerate(kinds)})
+    return out
 
 
 # ---------------------------------------------------------------- the model

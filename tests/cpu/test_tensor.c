@@ -2542,6 +2542,20 @@ static void call_times_one(int on) {
               (unsigned long long)ns[k]);
   }
   CHECK(_gh_tmgr_call_times(tm, NULL, ns) == GH_ERR_INVAL);
+  /* The provider's calls: the eviction copied and recorded an event, and
+   * every provider call waited (if briefly) for its mutex. */
+  uint64_t on_[9], ons[9];
+  CHECK(_gh_tmgr_op_times(tm, on_, ons) == GH_OK);
+  const int must[3] = {0, 1, 8}; /* copies, event records, pmu waits */
+  for (int i = 0; i < 3; i++)
+    CHECK_MSG((on_[must[i]] > 0) == (on != 0) && (ons[must[i]] > 0) == (on != 0),
+              "GPUHEAP_CALL_TIMES %d: provider kind %d counted %llu, %llu ns", on, must[i],
+              (unsigned long long)on_[must[i]], (unsigned long long)ons[must[i]]);
+  uint64_t ops = 0;
+  for (int k = 0; k < 8; k++) ops += on_[k];
+  CHECK_MSG(on_[8] >= ops, "pmu waits %llu, fewer than the %llu provider calls", (unsigned long long)on_[8],
+            (unsigned long long)ops);
+  CHECK(_gh_tmgr_op_times(tm, on_, NULL) == GH_ERR_INVAL);
   CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
   model_t m = {0};
   drain_and_destroy(tm, &m);
