@@ -308,6 +308,8 @@ struct gh_tmgr_s {
   uint64_t cache_seq;                /* runs cached so far */
   int cache_release;                 /* GH_TM_RELEASE_*: which cached run goes first (gh_tm_cache_victim) */
   int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
+  int take_freed_off;                /* GPUHEAP_TAKE_FREED=0: gh_tm_device_room releases what frees bring */
+  uint64_t freed_taken;              /* runs placed on a run their room's frees brought (_gh_tmgr_freed_taken) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
   gh_tm_pa_t* spare;
@@ -405,10 +407,12 @@ static void gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w
   })
 /* The same for the physical-memory calls, counted and timed (stats
  * vmm_calls / vmm_ns) under pmu. */
+static uint64_t gh_tm_now_ns(void);
 static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
 static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
 static void gh_tm_mover_drain(gh_tmgr_t* tm);
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
+static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
 
 /* ---------------------------------------------------------------- trace
  * GPUHEAP_TRACE=path (a "%d" in it becomes the process id): every call
@@ -1844,15 +1848,27 @@ static int gh_tm_wait_rule(const gh_tmgr_t* tm) {
   return 0;
 }
 
+/* A cached run taken by gh_tm_device_room for a run being placed. */
+typedef struct gh_tm_take_s {
+  int got;
+  size_t v0, n, ch;
+} gh_tm_take_t;
+
 /* Make room for k new device frames: when the budget is spent, record
  * events for new frees and reclaim the completed ones, then release cached
  * frames, then evict in one batch down to the low watermark. Returns how
- * many of the k fit now. */
-static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
-  if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->n_pending) {
+ * many of the k fit now. With `take` (a run of k frames being placed, which
+ * no cached run fitted): a run that the frees reclaimed here bring to the
+ * cache and that fits it (gh_tm_cache_take) is taken before any cached run
+ * is released or anything evicted (take->got; returns k): it is mapped
+ * where it is, where the room would have unmapped it and mapped its memory
+ * again at the new run (bench/NOTES.md, host side, row 63). */
+static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
+  if ((take || gh_tm_dev_busy(tm) + k > tm->dev_budget_f) && tm->n_pending) {
     gh_tm_flush(tm);
     gh_tm_reclaim(tm, 0);
   }
+  if (take && gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1, k;
   if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
     gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
   /* Before evicting, wait for pending frees (oldest first) while their
@@ -1870,6 +1886,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
     }
     if (!b->done) break;
     gh_tm_reclaim(tm, 0);
+    if (take && gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1, k;
     if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
       gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
   }
@@ -1888,7 +1905,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k) {
  * fit after making room; the caller keeps them from being victims. */
 static int gh_tm_restore_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t nu, size_t m) {
   if (m == 0) return GH_OK;
-  const size_t room = gh_tm_device_room(tm, m);
+  const size_t room = gh_tm_device_room(tm, m, NULL);
   size_t take = 0, fit = 0;  /* the units that fit in the room */
   while (take < nu && fit + u[take].k <= room) fit += u[take++].k;
   const size_t moved = gh_tm_move(tm, u, take, GH_TIER_DEVICE);
@@ -2172,7 +2189,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
     if (v == SIZE_MAX) {
       const size_t nv = gh_tm_find_run(tm, 1);
       if (nv == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range is full");
-      const size_t dev = gh_tm_device_room(tm, 1);
+      const size_t dev = gh_tm_device_room(tm, 1, NULL);
       gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE, 0};
       int rc = dev ? gh_tm_dev_get(tm, 1, &pa, &t->streams[0]) : GH_ERR_BUDGET;
       if (rc != GH_OK) {
@@ -2215,16 +2232,17 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
     f->tensors = t;
   } else {
     const size_t n = (t->span + tm->frame - 1) / tm->frame;
-    size_t cv = 0, cn = 0, cch = 0;
-    if (gh_tm_cache_take(tm, n, &cv, &cn, &cch)) {  /* a cached run, mapped where it is */
-      for (size_t v = cv; v < cv + cn; v++) {
+    gh_tm_take_t tk = {0, 0, 0, 0};
+    if (gh_tm_cache_take(tm, n, &tk.v0, &tk.n, &tk.ch)) {  /* a cached run, mapped where it is */
+    cached:
+      for (size_t v = tk.v0; v < tk.v0 + tk.n; v++) {
         gh_vframe_t* f = &tm->vf[v];
         gh_tm_count(tm, f, -1);
         f->role = GH_VF_RUN, f->kind = (uint8_t)kind, f->tensors = t;
         gh_tm_count(tm, f, +1);
       }
-      t->ptr = gh_tm_va(tm, cv);
-      t->vf0 = cv, t->nvf = cn, t->chunk = cch;
+      t->ptr = gh_tm_va(tm, tk.v0);
+      t->vf0 = tk.v0, t->nvf = tk.n, t->chunk = tk.ch;
       goto placed;
     }
     if (fast) return GH_ERR_BUSY;
@@ -2243,7 +2261,13 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       return _gh_error(GH_ERR_NOMEM, "out of memory");
     }
     tm->holding = !tm->hold_off && tm->ordered && !tm->ordered_off && !tm->mover_on;
-    const size_t dev0 = gh_tm_device_room(tm, n);
+    const size_t dev0 = gh_tm_device_room(tm, n, tm->take_freed_off ? NULL : &tk);
+    if (tk.got) {  /* nothing evicted for it: no copy held */
+      tm->holding = 0;
+      free(pas), free(pfs);
+      tm->freed_taken++;
+      goto cached;
+    }
     size_t npa = 0;
     int rc = GH_OK;
     for (size_t ch = tm->chunk;; ch /= 2) {
@@ -2670,6 +2694,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     /* Moves for allocations and prefetches do not wait for their copies
      * (gh_tm_move_units); GPUHEAP_ORDERED_MOVES=0 makes them wait, for
      * comparisons (bench/NOTES.md, host side, row 30). */
+    /* GPUHEAP_TAKE_FREED=0: a run that no cached run fits maps new memory
+     * even where the frees its room reclaimed bring one that fits, for
+     * comparisons (bench/NOTES.md, host side, row 63). */
+    const char* tf = getenv("GPUHEAP_TAKE_FREED");
+    tm->take_freed_off = tf && *tf == '0';
     const char* om = getenv("GPUHEAP_ORDERED_MOVES");
     tm->ordered_off = om && *om == '0';
     /* GPUHEAP_MOVER=1: ordered moves remap homes on the mover thread. Off
@@ -3423,7 +3452,7 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
     /* Single frames: the heap shrinks a frame at a time. */
     gh_tm_pa_t pas[GH_TM_HEAP_STEP];
     gh_pframe_t pfs[GH_TM_HEAP_STEP];
-    const size_t dev = gh_tm_device_room(tm, k);
+    const size_t dev = gh_tm_device_room(tm, k, NULL);
     size_t got = 0;
     for (; got < k; got++) {
       /* The device heap's frames serve every stream: the host waits for copies. */
@@ -3610,6 +3639,14 @@ int _gh_tmgr_call_times(gh_tmgr_t* tm, uint64_t n[8], uint64_t ns[8]) {
   _Static_assert(GH_TM_CALLS == 8, "_gh_tmgr_call_times reports 8 kinds of call");
   pthread_mutex_lock(&tm->mu);
   for (int k = 0; k < GH_TM_CALLS; k++) n[k] = tm->call_n[k], ns[k] = tm->call_ns[k];
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_freed_taken(gh_tmgr_t* tm, uint64_t* runs) {
+  if (!tm || !runs) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  pthread_mutex_lock(&tm->mu);
+  *runs = tm->freed_taken;
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }

@@ -81,6 +81,9 @@ int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units);
  * 2 advise, 3 prefetch, 4 prefetch_ahead, 5 prefetch_many, 6 evict, 7 pin,
  * unpin, set_kind and tier; zeros without it. */
 int _gh_tmgr_call_times(gh_tmgr_t* tm, uint64_t n[8], uint64_t ns[8]);
+/* Diagnostics: runs placed on a cached run that the frees reclaimed while
+ * making their room brought (tensor.c, gh_tm_device_room's `take`). */
+int _gh_tmgr_freed_taken(gh_tmgr_t* tm, uint64_t* runs);
 /* Diagnostics, the same switch: the provider's calls other than the
  * physical-memory ones (stats vmm_calls / vmm_ns) and their host time in
  * ns, by kind: 0 copies (by the engine or by kernel), 1 event records,

@@ -2474,6 +2474,57 @@ static void wait_frees_one(const char* env, gh_advice_t advice, int restoring, i
   drain_and_destroy(tm, &m);
 }
 
+/* A run that no cached run fits, placed while the budget is spent: the
+ * free its room waits for brings a cached run of its size, which it takes
+ * where it is (no map call, nothing evicted) instead of releasing it for
+ * room and mapping its memory again (GPUHEAP_TAKE_FREED=0). */
+static void take_freed_one(const char* env) {
+  if (env) setenv("GPUHEAP_TAKE_FREED", env, 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
+  unsetenv("GPUHEAP_TAKE_FREED");
+  if (!tm) return;
+  const int take = !env;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
+  const size_t sz = 4 * MiB;
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  pat_fill(a, 0, sz, 63);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, b, s1) == GH_OK); /* restoring: room waits for b's free */
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  gh_tmgr_stats_t s0, st;
+  uint64_t t0 = 0, t1 = 0;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(_gh_tmgr_freed_taken(tm, &t0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK(_gh_tmgr_freed_taken(tm, &t1) == GH_OK);
+  const uint64_t maps = st.vmm_calls[GH_VMM_MAP] - s0.vmm_calls[GH_VMM_MAP];
+  const uint64_t unmaps = st.vmm_calls[GH_VMM_UNMAP] - s0.vmm_calls[GH_VMM_UNMAP];
+  CHECK_MSG(t1 - t0 == (uint64_t)take, "GPUHEAP_TAKE_FREED=%s: %llu runs taken", env ? env : "(unset)",
+            (unsigned long long)(t1 - t0));
+  CHECK_MSG((maps == 0) == take && (unmaps == 0) == take, "GPUHEAP_TAKE_FREED=%s: %llu maps, %llu unmaps",
+            env ? env : "(unset)", (unsigned long long)maps, (unsigned long long)unmaps);
+  if (take) CHECK(c == b); /* b's run, where it was */
+  CHECK(st.evictions == s0.evictions);
+  CHECK(tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  pat_fill(c, 0, sz, 64);
+  CHECK(pat_check(a, 0, sz, 63) == SIZE_MAX);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, c, s2) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static void take_freed(void) {
+  take_freed_one(NULL);
+  take_freed_one("0");
+}
+
 /* The same while restoring, with an older cold tensor that is not quiet
  * and already on the host at the head of the cold order: the quiet one
  * behind it still makes the manager wait for the free. */
@@ -2573,6 +2624,7 @@ static void wait_frees(void) {
   wait_frees_one("0", GH_ADVICE_QUIET, 1, 0);
   wait_frees_one("1", GH_ADVICE_COLD, 0, 1);
   wait_frees_behind_host();
+  take_freed();
 }
 
 /* A host-alias region with no room for an allocation of several frames
