@@ -75,6 +75,8 @@ def parse_args(argv=None):
                     "(moves wait for queued work, so that is where the kernel finds it), and print them")
     ap.add_argument("--low-watermark", type=float, help="(c)'s eviction target, a fraction of the budget "
                     "(default: the library's)")
+    ap.add_argument("--phases", action="store_true", help="time forward, backward and the optimizer step on the GPU "
+                    "(CUDA events on the current stream) and report their ms a step")
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
     ap.add_argument("--snapshot-dir", help="(c): write the frame map at the end of a forward (json, html, png)")
     ap.add_argument("--time-limit", type=float, default=300, help="seconds per config process")
@@ -218,6 +220,7 @@ def child(a):
     dev_max = 0
     snap_taken = False
     snap_s = 0.0
+    phases = {}  # --phases: GPU ms by phase over the timed steps
     t_step = time.perf_counter()
     for step in range(a.steps):
         if time.monotonic() - t_start > a.time_limit:
@@ -236,6 +239,9 @@ def child(a):
                 c0 = call_times(m)
         x, y = xs[step % len(xs)], ys[step % len(ys)]
         opt.zero_grad(set_to_none=True)
+        evs = [torch.cuda.Event(enable_timing=True) for _ in range(4)] if a.phases else None
+        if evs:
+            evs[0].record()
         mode = None
         if a.host_ops and m is not None and step == a.steps - 1:
             mode, host_counts = host_ops_mode(torch, m)
@@ -264,9 +270,18 @@ def child(a):
                         log(f"gpu_train[{cfg}]: no PNG: {e}")
                     snap_taken = True
                     snap_s += time.perf_counter() - t_snap  # writing the files is not part of the step
+            if evs:
+                evs[1].record()
             loss.backward()
+            if evs:
+                evs[2].record()
             opt.step()
+            if evs:
+                evs[3].record()
             v = loss.item()
+            if evs and step >= a.warmup:
+                for i, k in enumerate(("forward", "backward", "optimizer")):
+                    phases[k] = phases.get(k, 0.0) + evs[i].elapsed_time(evs[i + 1])
         except torch.cuda.OutOfMemoryError as e:
             log(f"gpu_train[{cfg}]: OUT OF MEMORY at step {step}: {e}")
             result["oom"] = True
@@ -287,6 +302,10 @@ def child(a):
         t_step = t_now
     torch.cuda.synchronize()
     timed = result["steps_done"] - a.warmup
+    if phases and timed > 0:
+        result["phases_ms"] = {k: round(v / timed, 3) for k, v in phases.items()}
+        log(f"gpu_train[{cfg}] phases on the GPU, ms a step: " +
+            ", ".join(f"{k} {v:.2f}" for k, v in result["phases_ms"].items()))
     if a.profile and t0 is not None:
         prof.__exit__(None, None, None)
         profile_report(prof, timed, cfg)
@@ -433,6 +452,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--low-watermark", a.low_watermark]
     if a.host_ops:
         args += ["--host-ops"]
+    if a.phases:
+        args += ["--phases"]
     if a.profile:
         args += ["--profile"]
     if a.trace:
