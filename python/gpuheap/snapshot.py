@@ -19,6 +19,7 @@ stands for a gap of unmapped addresses between two mapped frames.
 import datetime
 import html
 import json
+import os
 import sys
 
 SNAPSHOT_VERSION = 1
@@ -241,9 +242,30 @@ def _rgb(hexcol):
     return tuple(int(hexcol[i:i + 2], 16) / 255 for i in (1, 3, 5))
 
 
+def _png_in_child(path, snap, columns, title, dpi):
+    """Draw the PNG in a fresh interpreter (python -m gpuheap.snapshot):
+    matplotlib is installed but does not load in this process (its compiled
+    modules can clash with ones loaded before, e.g. by PyTorch). Returns
+    None when done, else why not."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "snapshot.json")
+        with open(src, "w") as f:
+            json.dump(snap, f)
+        env = dict(os.environ, GPUHEAP_PNG_CHILD="1")
+        pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        p = subprocess.run([sys.executable, "-m", "gpuheap.snapshot", src, "--png", path, "--columns", str(columns),
+                            "--title", title, "--dpi", str(dpi)], env=env, capture_output=True, text=True,
+                           timeout=300)
+    return None if p.returncode == 0 else (p.stderr.strip().splitlines() or ["no output"])[-1]
+
+
 def write_png(path, snap=None, columns=64, title="gpuheap frame map", dpi=120):
-    """Write the picture as PNG (matplotlib, Agg backend). gpuheap.Error
-    ERR_UNSUPPORTED where matplotlib does not import."""
+    """Write the picture as PNG (matplotlib, Agg backend). Where matplotlib
+    is installed but does not load in this process, a fresh interpreter
+    draws it. gpuheap.Error ERR_UNSUPPORTED where neither can."""
     try:
         import matplotlib
         matplotlib.use("Agg", force=False)
@@ -251,7 +273,19 @@ def write_png(path, snap=None, columns=64, title="gpuheap frame map", dpi=120):
         from matplotlib.patches import Patch, Rectangle
     except Exception as ex:
         import gpuheap
-        raise gpuheap.Error(gpuheap.ERR_UNSUPPORTED, f"write_png needs matplotlib ({ex})", "snapshot.write_png")
+        import importlib.util
+        try:
+            installed = importlib.util.find_spec("matplotlib") is not None
+        except (ImportError, ValueError):  # hidden (sys.modules entry None) or broken
+            installed = False
+        why = f"write_png needs matplotlib ({ex})"
+        if installed and not os.environ.get("GPUHEAP_PNG_CHILD"):
+            snap = snapshot() if snap is None else _as_snap(snap)
+            child = _png_in_child(path, snap, columns, title, dpi)
+            if child is None:
+                return snap
+            why += f"; a fresh interpreter failed too ({child})"
+        raise gpuheap.Error(gpuheap.ERR_UNSUPPORTED, why, "snapshot.write_png")
     snap = snapshot() if snap is None else _as_snap(snap)
     fb = snap["frame_bytes"] or 1
     cells = layout(snap, columns)
@@ -300,12 +334,14 @@ def main(argv=None):
     ap.add_argument("--html", help="write the HTML picture here")
     ap.add_argument("--png", help="write the PNG picture here (needs matplotlib)")
     ap.add_argument("--columns", type=int, default=64)
+    ap.add_argument("--title", default="gpuheap frame map", help="the PNG's title")
+    ap.add_argument("--dpi", type=int, default=120, help="the PNG's resolution")
     a = ap.parse_args(argv)
     snap = _as_snap(a.snapshot)
     if a.html:
         write_html(a.html, snap, columns=a.columns)
     if a.png:
-        write_png(a.png, snap, columns=a.columns)
+        write_png(a.png, snap, columns=a.columns, title=a.title, dpi=a.dpi)
     if not a.html and not a.png:
         json.dump({k: snap[k] for k in ("tiers", "kinds", "counters")}, sys.stdout, indent=1)
         print()

@@ -618,20 +618,36 @@ class TestSnapshot(unittest.TestCase):
     def test_png(self):
         """write_png in fresh interpreters (matplotlib's compiled modules can
         fail to load beside what this process has imported, PyTorch among
-        them): a PNG where matplotlib loads; GH_ERR_UNSUPPORTED naming it
-        where it does not, and where it is hidden."""
+        them): a PNG where matplotlib loads, and where it is installed but
+        fails to load in the calling process (drawn by a child);
+        GH_ERR_UNSUPPORTED naming it where it is missing or hidden."""
         with tempfile.TemporaryDirectory() as d:
-            src, p = os.path.join(d, "s.json"), os.path.join(d, "f.png")
+            src = os.path.join(d, "s.json")
             with open(src, "w") as f:
                 json.dump(self._snap(), f)
-            for hide in (False, True):
+            # hide: matplotlib hidden (not installed, to write_png); break_:
+            # matplotlib.pyplot fails to load in this process only, as
+            # beside PyTorch on some machines: a fresh interpreter draws.
+            for i, (hide, break_) in enumerate(((False, False), (True, False), (False, True))):
+                p = os.path.join(d, f"f{i}.png")
                 rc, out = _run_py(f"""
-                    import json, sys
+                    import json, sys, importlib.util
                     if {hide}:
                         sys.modules['matplotlib'] = None
+                    if {break_}:
+                        if importlib.util.find_spec('matplotlib') is None:
+                            print('no matplotlib: skipped')
+                            sys.exit(0)
+                        sys.modules['matplotlib.pyplot'] = None
                     import gpuheap, gpuheap.snapshot as s
                     with open({src!r}) as f:
                         snap = json.load(f)
+                    if {break_}:
+                        s.write_png({p!r}, snap)
+                        with open({p!r}, 'rb') as f:
+                            assert f.read(8) == b'\\x89PNG\\r\\n\\x1a\\n'
+                        print('png in a child ok')
+                        sys.exit(0)
                     try:
                         import matplotlib.pyplot  # noqa: F401
                     except Exception:
@@ -647,7 +663,9 @@ class TestSnapshot(unittest.TestCase):
                         print('png ok')
                 """)
                 self.assertEqual(rc, 0, out)
-                self.assertIn("unsupported ok" if hide else "ok", out)
+                if break_ and "no matplotlib" in out:
+                    continue
+                self.assertIn("png in a child ok" if break_ else "unsupported ok" if hide else "ok", out)
 
 
 class TestOffloadBookkeeping(unittest.TestCase):
