@@ -309,7 +309,6 @@ struct gh_tmgr_s {
   int cache_release;                 /* GH_TM_RELEASE_*: which cached run goes first (gh_tm_cache_victim) */
   int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
   int take_freed_off;                /* GPUHEAP_TAKE_FREED=0: gh_tm_device_room releases what frees bring */
-  int evict_ahead;                   /* GPUHEAP_EVICT_AHEAD=1 (gh_tensor_alloc) */
   uint64_t freed_taken;              /* runs placed on a run their room's frees brought (_gh_tmgr_freed_taken) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
@@ -2698,8 +2697,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     /* GPUHEAP_TAKE_FREED=0: a run that no cached run fits maps new memory
      * even where the frees its room reclaimed bring one that fits, for
      * comparisons (bench/NOTES.md, host side, row 63). */
-    const char* ea = getenv("GPUHEAP_EVICT_AHEAD");
-    tm->evict_ahead = ea && *ea == '1';
     const char* tf = getenv("GPUHEAP_TAKE_FREED");
     tm->take_freed_off = tf && *tf == '0';
     const char* om = getenv("GPUHEAP_ORDERED_MOVES");
@@ -2941,7 +2938,6 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tm_lock(tm);
   tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
-  const uint64_t ev0 = tm->evictions;
   int rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) rc = gh_tm_hash_reserve(tm);
@@ -2991,14 +2987,6 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
       tm->live_bytes += bytes;
       if (tm->live_bytes > tm->peak_bytes) tm->peak_bytes = tm->live_bytes;
       *ptr = t->ptr;
-      /* GPUHEAP_EVICT_AHEAD=1 (an experiment, bench/NOTES.md, host side,
-       * row 64): a run that had to evict, outside a backward pass, evicts
-       * as much again in a batch of its own, so that the next one finds
-       * memory whose copy has been under way beside the kernels. */
-      if (tm->evict_ahead && !tm->mover_on && !tm->restoring && tm->evictions != ev0 && t->nvf > 1) {
-        const size_t busy = gh_tm_dev_busy(tm);
-        if (busy + t->nvf > tm->dev_budget_f) gh_tm_evict(tm, busy + t->nvf - tm->dev_budget_f);
-      }
     } else if (rc == GH_ERR_BUDGET) {
       tm->oom_events++;
       if (tm->oom) gh_tm_snapshot(tm, &snap);
