@@ -52,7 +52,7 @@ def parse_args(argv=None):
     ap.add_argument("--blocks", type=int, default=2, help="residual blocks per stage (3 stages)")
     ap.add_argument("--classes", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--prefetch-distance", type=int, default=1)
+    ap.add_argument("--prefetch-distance", type=int, help="(c): offload(prefetch_distance=); default: offload()'s")
     ap.add_argument("--offload-mode", choices=["cold", "evict"], default="cold",
                     help="(c): gpuheap.torch.offload's mode (cold: advise, evict under pressure; evict: at once)")
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="(c)'s device budget / (a)'s peak")
@@ -208,8 +208,9 @@ def child(a):
         ght.mark_model(model, opt, prefetch=a.model_prefetch)
     if cfg == "c" and not a.no_offload:
         quiet = False if a.no_quiet else True if a.quiet else "auto"
-        off = ght.offload(prefetch_distance=a.prefetch_distance, mode=a.offload_mode, keep_last=a.keep_last,
-                          prefetch_weights=not a.no_unpack_weights, quiet=quiet, prefetch_ahead=not a.no_prefetch_ahead)
+        kw = {} if a.prefetch_distance is None else {"prefetch_distance": a.prefetch_distance}
+        off = ght.offload(mode=a.offload_mode, keep_last=a.keep_last, prefetch_weights=not a.no_unpack_weights,
+                          quiet=quiet, prefetch_ahead=not a.no_prefetch_ahead, **kw)
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
@@ -444,8 +445,10 @@ def trace_report(path, steps, cfg):
 def run_child(a, cfg, tmp, peak=0):
     args = ["--only", cfg, "--steps", a.steps, "--warmup", a.warmup, "--batch", a.batch, "--image", a.image,
             "--width", a.width, "--blocks", a.blocks, "--classes", a.classes, "--seed", a.seed,
-            "--prefetch-distance", a.prefetch_distance, "--offload-mode", a.offload_mode,
-            "--budget-fraction", a.budget_fraction, "--time-limit", a.time_limit, "--peak", peak]
+            "--offload-mode", a.offload_mode, "--budget-fraction", a.budget_fraction, "--time-limit", a.time_limit,
+            "--peak", peak]
+    if a.prefetch_distance is not None:
+        args += ["--prefetch-distance", a.prefetch_distance]
     if a.snapshot_dir:
         args += ["--snapshot-dir", a.snapshot_dir]
     if a.low_watermark is not None:
