@@ -2440,21 +2440,35 @@ static void copy_kernel(void) {
  * cold advice: `restoring`) when the victim is quiet (its move would not
  * wait for the streams, so the host runs ahead of its frees), and evicts
  * otherwise; GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
-static void wait_frees_one(const char* env, gh_advice_t advice, int restoring, int waits) {
-  if (env) setenv("GPUHEAP_WAIT_FREES", env, 1);
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
-  unsetenv("GPUHEAP_WAIT_FREES");
-  if (!tm) return;
+/* The start of wait_frees_one and take_freed_one: a manager of 4 device
+ * frames (chunks of 2) whose events complete only when waited for, made
+ * with variable `var` set to env (unless NULL); a (4 MiB on s1, filled
+ * with pattern `tag`, then advised `advice`) and b (4 MiB on s1,
+ * prefetched when `restoring`, then freed: pending; its address in *b).
+ * NULL when the manager cannot be made. */
+static const gh_stream_t wf_s1 = (gh_stream_t)(uintptr_t)0x1000, wf_s2 = (gh_stream_t)(uintptr_t)0x2000;
+static gh_tmgr_t* wait_setup(const char* var, const char* env, gh_advice_t advice, int restoring, uint64_t tag,
+                             void** a, void** b) {
+  if (env) setenv(var, env, 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000);
+  unsetenv(var);
+  if (!tm) return NULL;
   CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
-  const size_t sz = 4 * MiB;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, wf_s1, a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, wf_s1, b) == GH_OK);
+  pat_fill(*a, 0, 4 * MiB, tag);
+  CHECK(gh_tensor_advise(tm, *a, advice) == GH_OK);
+  if (restoring) CHECK(gh_tensor_prefetch(tm, *b, wf_s1) == GH_OK);  /* on the device: moves nothing */
+  CHECK(gh_tensor_free(tm, *b, wf_s1) == GH_OK);
+  return tm;
+}
+
+static void wait_frees_one(const char* env, gh_advice_t advice, int restoring, int waits) {
   void *a = NULL, *b = NULL, *c = NULL;
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-  pat_fill(a, 0, sz, 61);
-  CHECK(gh_tensor_advise(tm, a, advice) == GH_OK);
-  if (restoring) CHECK(gh_tensor_prefetch(tm, b, s1) == GH_OK);  /* on the device: moves nothing */
-  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  gh_tmgr_t* tm = wait_setup("GPUHEAP_WAIT_FREES", env, advice, restoring, 61, &a, &b);
+  if (!tm) return;
+  const gh_stream_t s1 = wf_s1, s2 = wf_s2;
+  const size_t sz = 4 * MiB;
   gh_tmgr_stats_t s0, st;
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
   CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
@@ -2479,21 +2493,13 @@ static void wait_frees_one(const char* env, gh_advice_t advice, int restoring, i
  * where it is (no map call, nothing evicted) instead of releasing it for
  * room and mapping its memory again (GPUHEAP_TAKE_FREED=0). */
 static void take_freed_one(const char* env) {
-  if (env) setenv("GPUHEAP_TAKE_FREED", env, 1);
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
-  unsetenv("GPUHEAP_TAKE_FREED");
+  void *a = NULL, *b = NULL, *c = NULL;
+  /* restoring, a quiet: room waits for b's free */
+  gh_tmgr_t* tm = wait_setup("GPUHEAP_TAKE_FREED", env, GH_ADVICE_QUIET, 1, 63, &a, &b);
   if (!tm) return;
   const int take = !env;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
+  const gh_stream_t s1 = wf_s1, s2 = wf_s2;
   const size_t sz = 4 * MiB;
-  void *a = NULL, *b = NULL, *c = NULL;
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-  pat_fill(a, 0, sz, 63);
-  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
-  CHECK(gh_tensor_prefetch(tm, b, s1) == GH_OK); /* restoring: room waits for b's free */
-  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
   gh_tmgr_stats_t s0, st;
   uint64_t t0 = 0, t1 = 0;
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
