@@ -647,6 +647,12 @@ class TestSnapshot(unittest.TestCase):
                         with open({p!r}, 'rb') as f:
                             assert f.read(8) == b'\\x89PNG\\r\\n\\x1a\\n'
                         print('png in a child ok')
+                        s._png_in_child = lambda *a: 'boom'  # the child fails too: the error says both
+                        try:
+                            s.write_png({p!r} + '.2', snap)
+                        except gpuheap.Error as e:
+                            assert e.code == gpuheap.ERR_UNSUPPORTED and 'matplotlib' in str(e) and 'boom' in str(e), e
+                            print('child failure ok')
                         sys.exit(0)
                     try:
                         import matplotlib.pyplot  # noqa: F401
@@ -666,6 +672,8 @@ class TestSnapshot(unittest.TestCase):
                 if break_ and "no matplotlib" in out:
                     continue
                 self.assertIn("png in a child ok" if break_ else "unsupported ok" if hide else "ok", out)
+                if break_:
+                    self.assertIn("child failure ok", out)
 
 
 class TestOffloadBookkeeping(unittest.TestCase):
