@@ -309,6 +309,7 @@ struct gh_tmgr_s {
   int cache_release;                 /* GH_TM_RELEASE_*: which cached run goes first (gh_tm_cache_victim) */
   int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
   int take_freed_off;                /* GPUHEAP_TAKE_FREED=0: gh_tm_device_room releases what frees bring */
+  int quiet_first_off;               /* GPUHEAP_QUIET_FIRST=0: cold victims in mark order alone (gh_tm_evict) */
   uint64_t freed_taken;              /* runs placed on a run their room's frees brought (_gh_tmgr_freed_taken) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
@@ -1713,16 +1714,30 @@ static size_t gh_tm_units(const gh_tmgr_t* tm, const size_t* idx, size_t n, gh_t
   return m;
 }
 
-/* A unit whose frames hold cold tensors only, and the mark it is cold since. */
+/* A unit whose frames hold cold tensors only, the mark it is cold since,
+ * and whether all its tensors are quiet. */
 typedef struct gh_tm_cold_s {
   uint64_t since;
   size_t v0;
+  int quiet;
 } gh_tm_cold_t;
 
 static int gh_tm_cmp_cold(const void* a, const void* b) {
   const gh_tm_cold_t *x = a, *y = b;
   if (x->since != y->since) return x->since < y->since ? -1 : 1;
   return x->v0 < y->v0 ? -1 : x->v0 > y->v0;
+}
+
+/* Whether every live tensor in vframe v is quiet (its move waits for the
+ * events of the advice, not for the streams). */
+static int gh_tm_vf_quiet(const gh_tmgr_t* tm, size_t v) {
+  int any = 0;
+  for (const gh_tensor_t* t = tm->vf[v].tensors; t; t = t->fnext) {
+    if (t->state != GH_T_LIVE) continue;
+    if (!t->quiet) return 0;
+    any = 1;
+  }
+  return any;
 }
 
 /* Since when vframe v holds cold tensors only: the latest mark of its live
@@ -1751,7 +1766,7 @@ static gh_tm_cold_t* gh_tm_cold_units(gh_tmgr_t* tm, size_t* n) {
         if (!p) goto done;  /* out of memory: the ones found so far */
         out = p;
       }
-      out[m++] = (gh_tm_cold_t){gh_tm_cold_since(tm, u.v0), u.v0};
+      out[m++] = (gh_tm_cold_t){gh_tm_cold_since(tm, u.v0), u.v0, gh_tm_vf_quiet(tm, u.v0)};
     }
 done:
   if (m) qsort(out, m, sizeof *out, gh_tm_cmp_cold);
@@ -1766,7 +1781,10 @@ done:
 
 /* Evict `want` device tensor frames (fewer if fewer can go; a little more
  * when a chosen frame's chunk is larger): frames of cold tensors only
- * first, oldest mark first, then by CLOCK. Returns the frames evicted. */
+ * first, the units of quiet tensors before the others (a move of a tensor
+ * that is not quiet drains its streams first: bench/NOTES.md, host side,
+ * row 68), each oldest mark first; then by CLOCK. Returns the frames
+ * evicted. */
 static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   if (want == 0) return 0;
   size_t* idx = malloc(want * (sizeof *idx + sizeof(gh_tm_unit_t)));
@@ -1790,7 +1808,9 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   } while (0)
   size_t nc = 0;
   gh_tm_cold_t* cold = gh_tm_cold_units(tm, &nc);
-  for (size_t i = 0; i < nc && frames < want; i++) GH_TM_TAKE(cold[i].v0);
+  for (int pass = tm->quiet_first_off ? 1 : 0; pass < 2; pass++)
+    for (size_t i = 0; i < nc && frames < want; i++)
+      if (tm->quiet_first_off || cold[i].quiet == !pass) GH_TM_TAKE(cold[i].v0);
   free(cold);
   const size_t region = tm->n_va - tm->tensor_vf0;
   /* Each pass takes a credit from every candidate: at most 1 + max credit
@@ -2699,6 +2719,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * comparisons (bench/NOTES.md, host side, row 63). */
     const char* tf = getenv("GPUHEAP_TAKE_FREED");
     tm->take_freed_off = tf && *tf == '0';
+    /* GPUHEAP_QUIET_FIRST=0: cold victims in the order of their marks
+     * alone, quiet or not, for comparisons (bench/NOTES.md, host side,
+     * row 68). */
+    const char* qf = getenv("GPUHEAP_QUIET_FIRST");
+    tm->quiet_first_off = qf && *qf == '0';
     const char* om = getenv("GPUHEAP_ORDERED_MOVES");
     tm->ordered_off = om && *om == '0';
     /* GPUHEAP_MOVER=1: ordered moves remap homes on the mover thread. Off

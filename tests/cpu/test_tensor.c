@@ -2531,6 +2531,59 @@ static void take_freed(void) {
   take_freed_one("0");
 }
 
+/* Room taken from cold tensors: an older one that is not quiet (its move
+ * waits for its streams) and a newer quiet one (its move waits only for the
+ * events of its advice). By default the quiet one goes first and no stream
+ * is waited for; GPUHEAP_QUIET_FIRST=0 takes the older one, draining its
+ * stream. Every byte comes back either way. */
+static void quiet_first_one(const char* env) {
+  if (env) setenv("GPUHEAP_QUIET_FIRST", env, 1);
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
+  unsetenv("GPUHEAP_QUIET_FIRST");
+  if (!tm) return;
+  const int first = !env;
+  const gh_stream_t s1 = wf_s1, s2 = wf_s2;
+  const size_t sz = 4 * MiB;
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  pat_fill(a, 0, sz, 71);
+  pat_fill(b, 0, sz, 72);
+  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, b, GH_ADVICE_QUIET) == GH_OK);
+  gh_tmgr_stats_t s0, st;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.evictions - s0.evictions, 2);
+  CHECK_MSG(tier_of(tm, a) == (first ? GH_TIER_DEVICE : GH_TIER_HOST) &&
+                tier_of(tm, b) == (first ? GH_TIER_HOST : GH_TIER_DEVICE),
+            "GPUHEAP_QUIET_FIRST=%s: the %s tensor was evicted", env ? env : "(unset)",
+            tier_of(tm, b) == GH_TIER_HOST ? "quiet" : "older");
+  CHECK_MSG((st.stream_waits == s0.stream_waits) == first && (st.quiet_waits > s0.quiet_waits) == first,
+            "GPUHEAP_QUIET_FIRST=%s: %llu stream waits, %llu quiet waits", env ? env : "(unset)",
+            (unsigned long long)(st.stream_waits - s0.stream_waits),
+            (unsigned long long)(st.quiet_waits - s0.quiet_waits));
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  pat_fill(c, 0, sz, 73);
+  CHECK(gh_tensor_free(tm, c, s2) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, first ? b : a, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 71) == SIZE_MAX);
+  CHECK(pat_check(b, 0, sz, 72) == SIZE_MAX);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static void quiet_first(void) {
+  quiet_first_one(NULL);
+  quiet_first_one("0");
+}
+
 /* The same while restoring, with an older cold tensor that is not quiet
  * and already on the host at the head of the cold order: the quiet one
  * behind it still makes the manager wait for the free. */
@@ -2631,6 +2684,7 @@ static void wait_frees(void) {
   wait_frees_one("1", GH_ADVICE_COLD, 0, 1);
   wait_frees_behind_host();
   take_freed();
+  quiet_first();
 }
 
 /* A host-alias region with no room for an allocation of several frames
