@@ -310,7 +310,6 @@ struct gh_tmgr_s {
   int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
   int take_freed_off;                /* GPUHEAP_TAKE_FREED=0: gh_tm_device_room releases what frees bring */
   int quiet_first_off;               /* GPUHEAP_QUIET_FIRST=0: cold victims in mark order alone (gh_tm_evict) */
-  int evict_ahead;                   /* GPUHEAP_EVICT_AHEAD=1 (gh_tensor_alloc) */
   uint64_t freed_taken;              /* runs placed on a run their room's frees brought (_gh_tmgr_freed_taken) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
    * allocation of the same size instead of released (in dev_used). */
@@ -1786,7 +1785,7 @@ done:
  * that is not quiet drains its streams first: bench/NOTES.md, host side,
  * row 68), each oldest mark first; then by CLOCK. Returns the frames
  * evicted. */
-static size_t gh_tm_evict_some(gh_tmgr_t* tm, size_t want, int quiet_only) {
+static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   if (want == 0) return 0;
   size_t* idx = malloc(want * (sizeof *idx + sizeof(gh_tm_unit_t)));
   if (!idx) return 0;
@@ -1809,7 +1808,7 @@ static size_t gh_tm_evict_some(gh_tmgr_t* tm, size_t want, int quiet_only) {
   } while (0)
   size_t nc = 0;
   gh_tm_cold_t* cold = gh_tm_cold_units(tm, &nc);
-  for (int pass = tm->quiet_first_off ? 1 : 0; pass < (quiet_only ? 1 : 2); pass++)
+  for (int pass = tm->quiet_first_off ? 1 : 0; pass < 2; pass++)
     for (size_t i = 0; i < nc && frames < want; i++)
       if (tm->quiet_first_off || cold[i].quiet == !pass) GH_TM_TAKE(cold[i].v0);
   free(cold);
@@ -1818,7 +1817,7 @@ static size_t gh_tm_evict_some(gh_tmgr_t* tm, size_t want, int quiet_only) {
    * passes. With young_last, frames that got device memory since the last
    * batch (the tensors just made or brought back: the next kernels' inputs)
    * are left alone until the others are spent. */
-  for (int young = tm->young_last ? 0 : 1; young < 2 && frames < want && !quiet_only; young++)
+  for (int young = tm->young_last ? 0 : 1; young < 2 && frames < want; young++)
     for (size_t step = 0; frames < want && step < region * (size_t)(2 + gh_tm_credit(GH_KIND_WEIGHTS)); step++) {
       if (tm->hand < tm->tensor_vf0 || tm->hand >= tm->n_va) tm->hand = tm->tensor_vf0;
       const size_t v = tm->hand++;
@@ -1843,8 +1842,6 @@ static size_t gh_tm_evict_some(gh_tmgr_t* tm, size_t want, int quiet_only) {
   free(idx);
   return moved;
 }
-
-static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) { return gh_tm_evict_some(tm, want, 0); }
 
 static void gh_tm_flush(gh_tmgr_t* tm);
 static void gh_tm_reclaim(gh_tmgr_t* tm, int sync);
@@ -2725,8 +2722,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     /* GPUHEAP_QUIET_FIRST=0: cold victims in the order of their marks
      * alone, quiet or not, for comparisons (bench/NOTES.md, host side,
      * row 68). */
-    const char* ea = getenv("GPUHEAP_EVICT_AHEAD");
-    tm->evict_ahead = ea && *ea ? *ea - '0' : 0;
     const char* qf = getenv("GPUHEAP_QUIET_FIRST");
     tm->quiet_first_off = qf && *qf == '0';
     const char* om = getenv("GPUHEAP_ORDERED_MOVES");
@@ -2968,7 +2963,6 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tm_lock(tm);
   tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
-  const uint64_t ev0 = tm->evictions;
   int rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) rc = gh_tm_hash_reserve(tm);
@@ -3018,10 +3012,6 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
       tm->live_bytes += bytes;
       if (tm->live_bytes > tm->peak_bytes) tm->peak_bytes = tm->live_bytes;
       *ptr = t->ptr;
-      if (tm->evict_ahead && !tm->mover_on && !tm->restoring && (tm->evict_ahead > 1 || tm->evictions != ev0) && t->nvf > 1) {
-        const size_t busy = gh_tm_dev_busy(tm);
-        if (busy + t->nvf > tm->dev_budget_f) gh_tm_evict_some(tm, busy + t->nvf - tm->dev_budget_f, 1);
-      }
     } else if (rc == GH_ERR_BUDGET) {
       tm->oom_events++;
       if (tm->oom) gh_tm_snapshot(tm, &snap);
