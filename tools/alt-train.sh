@@ -10,6 +10,7 @@
 #   . tools/alt-train.sh
 #   one a "--only a"
 #   for r in 1 2 3; do one c-d-$r "--only c"; one c-x-$r "--only c" GPUHEAP_SOMETHING=0; done
+#   summary a.json "c-*.json"
 #
 # Needs build-gpu/ (tools/gpu-run.sh build) and OUT; peak defaults to (a)'s
 # peak bytes on the training run of python/tests/gpu_train.py.
@@ -25,4 +26,24 @@ one() {  # name, gpu_train options, environment...
   grep -o '"move_ns": [0-9.]*\|"stream_wait_ns": [0-9.]*' "$OUT/$name.log" | tail -2 | tr '\n' ' '
   grep -o '"call_ms": {[^}]*}' "$OUT/$name.log" | tail -1  # with GPUHEAP_CALL_TIMES=1
   echo
+}
+# After the runs: `summary REF PATTERN [REF PATTERN ...]` prints, for each
+# run's JSON under $OUT matching PATTERN, whether its losses equal those of
+# REF (a JSON under $OUT, e.g. a.json) bit for bit, its out-of-memory flag,
+# step time, bytes moved, drains (stream waits), the host's waits before
+# moves (drains and quiet events: stream_wait_ns) and phases.
+summary() {
+  python3 - "$OUT" "$@" <<'PY'
+import glob, json, os, sys
+out, args = sys.argv[1], sys.argv[2:]
+for ref, pat in zip(args[::2], args[1::2]):
+    a = json.load(open(os.path.join(out, ref)))["losses"]
+    for f in sorted(glob.glob(os.path.join(out, pat))):
+        c = json.load(open(f))
+        ps = c.get("per_step", {})
+        print(os.path.basename(f), "losses", "bitwise equal to (a)" if c["losses"] == a else "DIFFER", "oom", c["oom"],
+              "%.2f ms" % c["ms_per_step"], "%.3f GB" % (c["bytes_moved_per_step"] / 1e9),
+              "drains %.1f, waits before moves %.1f ms" % (ps.get("stream_waits", 0), ps.get("stream_wait_ns", 0)),
+              "phases", c.get("phases_ms"))
+PY
 }
