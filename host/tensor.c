@@ -395,6 +395,11 @@ struct gh_tmgr_s {
  * pmu (_gh_tmgr_op_times). */
 static uint64_t gh_tm_now_ns(void);
 static void gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0);
+/* Under pmu, with GPUHEAP_CALL_TIMES=1: a provider call waited for pmu from
+ * w0 to t0 (_gh_tmgr_op_times' last kind). */
+static void gh_tm_pmu_waited(gh_tmgr_t* tm, uint64_t w0, uint64_t t0) {
+  tm->op_n[GH_TM_OP_PMU_WAIT]++, tm->op_ns[GH_TM_OP_PMU_WAIT] += t0 - w0;
+}
 #define GH_P(tm, call)                                                          \
   ({                                                                            \
     static int gh_pk_ = -1; /* this site's kind, under pmu */                   \
@@ -458,8 +463,7 @@ static void gh_tm_trace_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stre
     const uint64_t gh_pw0_ = (tm)->time_calls ? gh_tm_now_ns() : 0; \
     pthread_mutex_lock(&(tm)->pmu);                               \
     const uint64_t gh_pt0_ = gh_tm_now_ns();                      \
-    if (gh_pw0_)                                                  \
-      (tm)->op_n[GH_TM_OP_PMU_WAIT]++, (tm)->op_ns[GH_TM_OP_PMU_WAIT] += gh_pt0_ - gh_pw0_; \
+    if (gh_pw0_) gh_tm_pmu_waited((tm), gh_pw0_, gh_pt0_);        \
     const int gh_prc_ = (call);                                   \
     const uint64_t gh_pdt_ = gh_tm_now_ns() - gh_pt0_;            \
     (tm)->vmm_calls[op]++, (tm)->vmm_ns[op] += gh_pdt_;           \
@@ -574,7 +578,7 @@ static int gh_tm_op_kind(const char* call) {
 static void gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0) {
   if (*kind < 0) *kind = gh_tm_op_kind(call);
   tm->op_n[*kind]++, tm->op_ns[*kind] += gh_tm_now_ns() - t0;
-  tm->op_n[GH_TM_OP_PMU_WAIT]++, tm->op_ns[GH_TM_OP_PMU_WAIT] += t0 - w0;
+  gh_tm_pmu_waited(tm, w0, t0);
 }
 
 /* Wait until every stream of the set has reached the present (record an
@@ -1715,7 +1719,8 @@ static size_t gh_tm_units(const gh_tmgr_t* tm, const size_t* idx, size_t n, gh_t
 }
 
 /* A unit whose frames hold cold tensors only, the mark it is cold since,
- * and whether all its tensors are quiet. */
+ * and whether it goes before the units of tensors that are not all quiet
+ * (all its tensors quiet, unless GPUHEAP_QUIET_FIRST=0). */
 typedef struct gh_tm_cold_s {
   uint64_t since;
   size_t v0;
@@ -1724,6 +1729,7 @@ typedef struct gh_tm_cold_s {
 
 static int gh_tm_cmp_cold(const void* a, const void* b) {
   const gh_tm_cold_t *x = a, *y = b;
+  if (x->quiet != y->quiet) return x->quiet ? -1 : 1;
   if (x->since != y->since) return x->since < y->since ? -1 : 1;
   return x->v0 < y->v0 ? -1 : x->v0 > y->v0;
 }
@@ -1766,7 +1772,7 @@ static gh_tm_cold_t* gh_tm_cold_units(gh_tmgr_t* tm, size_t* n) {
         if (!p) goto done;  /* out of memory: the ones found so far */
         out = p;
       }
-      out[m++] = (gh_tm_cold_t){gh_tm_cold_since(tm, u.v0), u.v0, gh_tm_vf_quiet(tm, u.v0)};
+      out[m++] = (gh_tm_cold_t){gh_tm_cold_since(tm, u.v0), u.v0, !tm->quiet_first_off && gh_tm_vf_quiet(tm, u.v0)};
     }
 done:
   if (m) qsort(out, m, sizeof *out, gh_tm_cmp_cold);
@@ -1808,9 +1814,7 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   } while (0)
   size_t nc = 0;
   gh_tm_cold_t* cold = gh_tm_cold_units(tm, &nc);
-  for (int pass = tm->quiet_first_off ? 1 : 0; pass < 2; pass++)
-    for (size_t i = 0; i < nc && frames < want; i++)
-      if (tm->quiet_first_off || cold[i].quiet == !pass) GH_TM_TAKE(cold[i].v0);
+  for (size_t i = 0; i < nc && frames < want; i++) GH_TM_TAKE(cold[i].v0);
   free(cold);
   const size_t region = tm->n_va - tm->tensor_vf0;
   /* Each pass takes a credit from every candidate: at most 1 + max credit
@@ -2711,9 +2715,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * (bench/NOTES.md, host side, row 29). */
     const char* ss = getenv("GPUHEAP_SAME_STREAM_REUSE");
     tm->same_stream_reuse = !(ss && *ss == '0');
-    /* Moves for allocations and prefetches do not wait for their copies
-     * (gh_tm_move_units); GPUHEAP_ORDERED_MOVES=0 makes them wait, for
-     * comparisons (bench/NOTES.md, host side, row 30). */
     /* GPUHEAP_TAKE_FREED=0: a run that no cached run fits maps new memory
      * even where the frees its room reclaimed bring one that fits, for
      * comparisons (bench/NOTES.md, host side, row 63). */
@@ -2724,6 +2725,9 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * row 68). */
     const char* qf = getenv("GPUHEAP_QUIET_FIRST");
     tm->quiet_first_off = qf && *qf == '0';
+    /* Moves for allocations and prefetches do not wait for their copies
+     * (gh_tm_move_units); GPUHEAP_ORDERED_MOVES=0 makes them wait, for
+     * comparisons (bench/NOTES.md, host side, row 30). */
     const char* om = getenv("GPUHEAP_ORDERED_MOVES");
     tm->ordered_off = om && *om == '0';
     /* GPUHEAP_MOVER=1: ordered moves remap homes on the mover thread. Off
