@@ -2198,6 +2198,18 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
 /* Place a tensor of `span` bytes; GH_ERR_BUDGET when neither tier has
  * room (nothing changed then). fast: only memory mapped on the device
  * already (a slab with room, a cached run), GH_ERR_BUSY when none. */
+/* Tensor t (its kind set) takes the cached run tk, mapped where it is. */
+static void gh_tm_run_taken(gh_tmgr_t* tm, gh_tensor_t* t, const gh_tm_take_t* tk) {
+  for (size_t v = tk->v0; v < tk->v0 + tk->n; v++) {
+    gh_vframe_t* f = &tm->vf[v];
+    gh_tm_count(tm, f, -1);
+    f->role = GH_VF_RUN, f->kind = t->kind, f->tensors = t;
+    gh_tm_count(tm, f, +1);
+  }
+  t->ptr = gh_tm_va(tm, tk->v0);
+  t->vf0 = tk->v0, t->nvf = tk->n, t->chunk = tk->ch;
+}
+
 static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
   const unsigned kind = t->kind;
   size_t slab = SIZE_MAX;
@@ -2258,15 +2270,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
     const size_t n = (t->span + tm->frame - 1) / tm->frame;
     gh_tm_take_t tk = {0, 0, 0, 0};
     if (gh_tm_cache_take(tm, n, &tk.v0, &tk.n, &tk.ch)) {  /* a cached run, mapped where it is */
-    cached:
-      for (size_t v = tk.v0; v < tk.v0 + tk.n; v++) {
-        gh_vframe_t* f = &tm->vf[v];
-        gh_tm_count(tm, f, -1);
-        f->role = GH_VF_RUN, f->kind = (uint8_t)kind, f->tensors = t;
-        gh_tm_count(tm, f, +1);
-      }
-      t->ptr = gh_tm_va(tm, tk.v0);
-      t->vf0 = tk.v0, t->nvf = tk.n, t->chunk = tk.ch;
+      gh_tm_run_taken(tm, t, &tk);
       goto placed;
     }
     if (fast) return GH_ERR_BUSY;
@@ -2290,7 +2294,8 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       tm->holding = 0;
       free(pas), free(pfs);
       tm->freed_taken++;
-      goto cached;
+      gh_tm_run_taken(tm, t, &tk);
+      goto placed;
     }
     size_t npa = 0;
     int rc = GH_OK;
