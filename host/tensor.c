@@ -380,6 +380,7 @@ struct gh_tmgr_s {
                                         held copy's, gh_tm_held_flush), and what failed */
   char mover_what[192];
   gh_stream_t copy_stream;
+  gh_stream_t mark_stream;  /* waits for quiet advices' events and nothing else (gh_tm_quiet_on_gpu), or 0 */
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
 
@@ -1716,8 +1717,9 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
 /* A batch of quiet units only, all to be evicted homeless or all
  * homeless being restored: the copy stream waits on the GPU for the events
  * of their advices (ss: no stream to drain), and one event after those
- * waits tells when evicted homes may be unmapped (gh_tm_stale_t); the host
- * does not wait. (A restore's home maps no memory the kernels queued
+ * waits on a stream that does nothing else (mark_stream: on the copy
+ * stream it would follow every copy queued before) tells when evicted
+ * homes may be unmapped (gh_tm_stale_t); the host does not wait. (A restore's home maps no memory the kernels queued
  * before the advice could read: it was unmapped, once they were done.)
  * NULL (nothing queued that matters, ss untouched) when that cannot be
  * done: the host waits. */
@@ -1729,10 +1731,13 @@ static gh_tm_fbatch_t* gh_tm_quiet_on_gpu(gh_tmgr_t* tm, gh_tm_sset_t* ss, const
   gh_tm_fbatch_t* b = calloc(1, sizeof *b);
   if (!b) return NULL;
   int rc = GH_OK;
+  const gh_stream_t mark = tm->mark_stream ? tm->mark_stream : tm->copy_stream;
   for (size_t q = 0; q < ss->nq && rc == GH_OK; q++)
-    for (size_t i = 0; i < ss->nev[q] && rc == GH_OK; i++)
+    for (size_t i = 0; i < ss->nev[q] && rc == GH_OK; i++) {
       rc = GH_P(tm, tm->ops->stream_wait(tm->fr, tm->copy_stream, ss->ev[q][i]));
-  if (rc == GH_OK) rc = GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &b->ev));
+      if (rc == GH_OK && mark != tm->copy_stream) rc = GH_P(tm, tm->ops->stream_wait(tm->fr, mark, ss->ev[q][i]));
+    }
+  if (rc == GH_OK) rc = GH_P(tm, tm->ops->event_record(tm->fr, mark, &b->ev));
   if (rc != GH_OK) {
     free(b);
     return NULL;
@@ -2009,6 +2014,20 @@ static int gh_tm_wait_rule(const gh_tmgr_t* tm) {
   return 0;
 }
 
+/* Whether making room for `need` frames would take cold units that are
+ * not quiet, whose move waits for their streams to reach the present: the
+ * quiet cold tensors on the device hold fewer frames. With quiet moves
+ * waited for on the GPU the host no longer waits at them and runs ahead of
+ * its frees, so room then waits for pending frees first (older events than
+ * the present: a shorter wait, and memory that need not move);
+ * bench/NOTES.md, host side, row 74. */
+static int gh_tm_drain_ahead(const gh_tmgr_t* tm, size_t need) {
+  size_t q = 0;
+  for (const gh_tensor_t* t = tm->cold_head; t && q < need; t = t->cnext)
+    if (t->quiet && tm->vf[t->vf0].tier == GH_TIER_DEVICE) q += t->nvf;
+  return q < need;
+}
+
 /* A cached run taken by gh_tm_device_room for a run being placed. */
 typedef struct gh_tm_take_s {
   int got;
@@ -2038,7 +2057,11 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
    * host runs ahead of the GPU and its frees stay pending; evicting then
    * moves bytes that a wait would have saved (bench/NOTES.md, host side,
    * rows 44 and 49: with quiet="auto", 1.54 GB a step against 1.57-1.73). */
-  const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && gh_tm_wait_rule(tm));
+  const int wait =
+      tm->wait_frees > 0 ||
+      (tm->wait_frees < 0 &&
+       (gh_tm_wait_rule(tm) || (!tm->quiet_gpu_off && !tm->restoring && tm->pend_head && gh_tm_dev_busy(tm) + k > tm->dev_budget_f &&
+                                gh_tm_drain_ahead(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f))));
   while (wait && gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
     gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
     if (!b->done && b->ev) {
@@ -2964,6 +2987,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   for (size_t v = tm->stage_vf0; v < tm->tensor_vf0; v++) tm->vf[v].role = GH_VF_STAGE;
   rc = ops->stream_create(tm->fr, &tm->copy_stream);
   if (rc != GH_OK) goto fail;
+  if (ops->stream_create(tm->fr, &tm->mark_stream) != GH_OK) tm->mark_stream = 0;  /* the copy stream marks then */
 
   if (o.heap_bytes) {
     const size_t nf = (o.heap_bytes + tm->frame - 1) / tm->frame;
@@ -3058,6 +3082,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     tm->pool_target = 0;
     while (tm->pool_cnt) gh_tm_pool_release_last(tm);
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
+    if (tm->mark_stream) tm->ops->stream_destroy(tm->fr, tm->mark_stream);
     if (tm->word) tm->ops->word_free(tm->fr, tm->word);
     tm->ops->close(tm->fr);
   }

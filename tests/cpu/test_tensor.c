@@ -2463,8 +2463,11 @@ static void copy_kernel(void) {
  * event has not completed and a cold tensor to evict: by default the
  * manager waits for the free while restoring (a prefetch after the last
  * cold advice: `restoring`) when the victim is quiet (its move would not
- * wait for the streams, so the host runs ahead of its frees), and evicts
- * otherwise; GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
+ * wait for the streams, so the host runs ahead of its frees), and in a
+ * forward pass when the victim is not quiet (its move would wait for its
+ * stream's present, later than the free's event; with GPUHEAP_QUIET_GPU=0,
+ * whose quiet moves hold the host, it evicts), and evicts otherwise;
+ * GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
 /* The start of wait_frees_one and take_freed_one: a manager of 4 device
  * frames (chunks of 2) whose events complete only when waited for, made
  * with variable `var` set to env (unless NULL); a (4 MiB on s1, filled
@@ -2834,6 +2837,10 @@ static void wait_frees(void) {
   wait_frees_one(NULL, GH_ADVICE_COLD, 1, 0);
   wait_frees_one("0", GH_ADVICE_QUIET, 1, 0);
   wait_frees_one("1", GH_ADVICE_COLD, 0, 1);
+  wait_frees_one(NULL, GH_ADVICE_COLD, 0, 1);  /* a forward pass, the victim not quiet */
+  setenv("GPUHEAP_QUIET_GPU", "0", 1);
+  wait_frees_one(NULL, GH_ADVICE_COLD, 0, 0);
+  unsetenv("GPUHEAP_QUIET_GPU");
   wait_frees_behind_host();
   take_freed();
   quiet_first();
