@@ -416,16 +416,48 @@ def profile_report(prof, steps, cfg):
     log(ka.table(sort_by="self_cpu_time_total", row_limit=12))
 
 
+# gpuheap's eviction copies by kernel (host/copy_kernel.cu): copies, not compute.
+COPY_KERNELS = ("gh_copy_words",)
+
+
+def timeline_split(compute, copies):
+    """Of the union of two lists of (start, end) intervals, the time where
+    only compute runs, only copies run, and both run (dict, the intervals'
+    unit). Intervals of one list may overlap (several streams)."""
+    edges = [(s, 0, 1) for s, _ in compute] + [(e, 0, -1) for _, e in compute]
+    edges += [(s, 1, 1) for s, _ in copies] + [(e, 1, -1) for _, e in copies]
+    edges.sort(key=lambda x: (x[0], x[2]))  # at one time, ends before starts
+    out = {"compute": 0.0, "copy": 0.0, "both": 0.0}
+    n, last = [0, 0], None
+    for t, k, d in edges:
+        if last is not None and t > last:
+            if n[0] and n[1]:
+                out["both"] += t - last
+            elif n[0]:
+                out["compute"] += t - last
+            elif n[1]:
+                out["copy"] += t - last
+        n[k] += d
+        last = t
+    return out
+
+
 def trace_report(path, steps, cfg):
     """--trace: from the Chrome trace, per step, the GPU's busy time (union
     of kernel, copy and set intervals), the kernels' and the copies' sums,
-    and the wall time from the first GPU interval to the last."""
+    and the wall time from the first GPU interval to the last; then that
+    time split into compute alone, copies alone (engine copies and
+    gpuheap's copy kernel), both at once, and the GPU idle."""
     with open(path) as f:
         ev = json.load(f).get("traceEvents", [])
     iv = {"kernel": [], "gpu_memcpy": [], "gpu_memset": []}
+    copy_kernels = []
     for e in ev:
         if e.get("ph") == "X" and e.get("cat") in iv:
-            iv[e["cat"]].append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
+            span_ = (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+            iv[e["cat"]].append(span_)
+            if e["cat"] == "kernel" and any(k in e.get("name", "") for k in COPY_KERNELS):
+                copy_kernels.append(span_)
     allv = sorted(x for v in iv.values() for x in v)
     if not allv or steps <= 0:
         log(f"gpu_train[{cfg}] trace: no GPU intervals")
@@ -440,6 +472,12 @@ def trace_report(path, steps, cfg):
     log(f"gpu_train[{cfg}] trace: a step: GPU busy {busy / 1e3 / steps:.2f} ms of {span / 1e3 / steps:.2f} ms "
         f"(kernels {sums['kernel']:.2f}, copies {sums['gpu_memcpy']:.2f}, sets {sums['gpu_memset']:.2f}; "
         f"{len(iv['kernel']) / steps:.0f} kernels, {len(iv['gpu_memcpy']) / steps:.0f} copies)")
+    ck = set(copy_kernels)
+    split = timeline_split([x for x in iv["kernel"] + iv["gpu_memset"] if x not in ck], iv["gpu_memcpy"] + copy_kernels)
+    ms = {k: v / 1e3 / steps for k, v in split.items()}
+    log(f"gpu_train[{cfg}] trace: a step: compute alone {ms['compute']:.2f} ms, copies alone {ms['copy']:.2f}, "
+        f"both {ms['both']:.2f}, GPU idle {(span - sum(split.values())) / 1e3 / steps:.2f} "
+        f"({len(copy_kernels) / steps:.0f} copy kernels)")
 
 
 def run_child(a, cfg, tmp, peak=0):

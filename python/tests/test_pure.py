@@ -1472,6 +1472,28 @@ else:
 """
 
 
+class TestTimelineSplit(unittest.TestCase):
+    """gpu_train.py --trace: the GPU's time split into compute alone,
+    copies alone and both (pure Python, no torch)."""
+
+    def setUp(self):
+        import gpu_train
+        self.split = gpu_train.timeline_split
+
+    def test_overlap(self):
+        # compute on two streams 0-10 and 5-15 (union 0-15), a copy 10-20
+        self.assertEqual(self.split([(0, 10), (5, 15)], [(10, 20)]), {"compute": 10.0, "copy": 5.0, "both": 5.0})
+
+    def test_gaps_and_nesting(self):
+        # a gap 4-6 counts nowhere; a copy inside compute is all "both"
+        self.assertEqual(self.split([(0, 4), (6, 12)], [(7, 9), (8, 10), (20, 21)]),
+                         {"compute": 7.0, "copy": 1.0, "both": 3.0})
+
+    def test_touching_and_empty(self):
+        self.assertEqual(self.split([(0, 5)], [(5, 8)]), {"compute": 5.0, "copy": 3.0, "both": 0.0})
+        self.assertEqual(self.split([], []), {"compute": 0.0, "copy": 0.0, "both": 0.0})
+
+
 class TestChildRunner(unittest.TestCase):
     """python/tests/_child.py, the runner gpu_train.py and gpu_cupy.py share."""
 
