@@ -2195,9 +2195,6 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
   }
 }
 
-/* Place a tensor of `span` bytes; GH_ERR_BUDGET when neither tier has
- * room (nothing changed then). fast: only memory mapped on the device
- * already (a slab with room, a cached run), GH_ERR_BUSY when none. */
 /* Tensor t (its kind set) takes the cached run tk, mapped where it is. */
 static void gh_tm_run_taken(gh_tmgr_t* tm, gh_tensor_t* t, const gh_tm_take_t* tk) {
   for (size_t v = tk->v0; v < tk->v0 + tk->n; v++) {
@@ -2210,6 +2207,9 @@ static void gh_tm_run_taken(gh_tmgr_t* tm, gh_tensor_t* t, const gh_tm_take_t* t
   t->vf0 = tk->v0, t->nvf = tk->n, t->chunk = tk->ch;
 }
 
+/* Place a tensor of `span` bytes; GH_ERR_BUDGET when neither tier has
+ * room (nothing changed then). fast: only memory mapped on the device
+ * already (a slab with room, a cached run), GH_ERR_BUSY when none. */
 static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
   const unsigned kind = t->kind;
   size_t slab = SIZE_MAX;

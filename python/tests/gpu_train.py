@@ -451,13 +451,14 @@ def trace_report(path, steps, cfg):
     with open(path) as f:
         ev = json.load(f).get("traceEvents", [])
     iv = {"kernel": [], "gpu_memcpy": [], "gpu_memset": []}
-    copy_kernels = []
+    compute, copies, copy_kernels = [], [], 0
     for e in ev:
         if e.get("ph") == "X" and e.get("cat") in iv:
             span_ = (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
             iv[e["cat"]].append(span_)
-            if e["cat"] == "kernel" and any(k in e.get("name", "") for k in COPY_KERNELS):
-                copy_kernels.append(span_)
+            copy_kernel = e["cat"] == "kernel" and any(k in e.get("name", "") for k in COPY_KERNELS)
+            copy_kernels += copy_kernel
+            (copies if copy_kernel or e["cat"] == "gpu_memcpy" else compute).append(span_)
     allv = sorted(x for v in iv.values() for x in v)
     if not allv or steps <= 0:
         log(f"gpu_train[{cfg}] trace: no GPU intervals")
@@ -472,12 +473,11 @@ def trace_report(path, steps, cfg):
     log(f"gpu_train[{cfg}] trace: a step: GPU busy {busy / 1e3 / steps:.2f} ms of {span / 1e3 / steps:.2f} ms "
         f"(kernels {sums['kernel']:.2f}, copies {sums['gpu_memcpy']:.2f}, sets {sums['gpu_memset']:.2f}; "
         f"{len(iv['kernel']) / steps:.0f} kernels, {len(iv['gpu_memcpy']) / steps:.0f} copies)")
-    ck = set(copy_kernels)
-    split = timeline_split([x for x in iv["kernel"] + iv["gpu_memset"] if x not in ck], iv["gpu_memcpy"] + copy_kernels)
+    split = timeline_split(compute, copies)
     ms = {k: v / 1e3 / steps for k, v in split.items()}
     log(f"gpu_train[{cfg}] trace: a step: compute alone {ms['compute']:.2f} ms, copies alone {ms['copy']:.2f}, "
         f"both {ms['both']:.2f}, GPU idle {(span - sum(split.values())) / 1e3 / steps:.2f} "
-        f"({len(copy_kernels) / steps:.0f} copy kernels)")
+        f"({copy_kernels / steps:.0f} copy kernels)")
 
 
 def run_child(a, cfg, tmp, peak=0):

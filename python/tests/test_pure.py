@@ -1493,6 +1493,30 @@ class TestTimelineSplit(unittest.TestCase):
         self.assertEqual(self.split([(0, 5)], [(5, 8)]), {"compute": 5.0, "copy": 3.0, "both": 0.0})
         self.assertEqual(self.split([], []), {"compute": 0.0, "copy": 0.0, "both": 0.0})
 
+    def test_trace_report(self):
+        # a kernel, gpuheap's copy kernel beside it, an engine copy, a set:
+        # the copy kernel counts as a copy
+        import contextlib
+        import io
+        import json
+        import tempfile
+        import gpu_train
+        ev = [{"ph": "X", "cat": "kernel", "name": "conv", "ts": 0, "dur": 10000},
+              {"ph": "X", "cat": "kernel", "name": "gh_copy_words(uint4 const*, uint4*, unsigned long)", "ts": 5000,
+               "dur": 10000},
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 30000, "dur": 5000},
+              {"ph": "X", "cat": "gpu_memset", "name": "Memset", "ts": 40000, "dur": 1000}]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"traceEvents": ev}, f)
+        try:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                gpu_train.trace_report(f.name, 1, "c")  # microseconds in, ms out
+        finally:
+            os.unlink(f.name)
+        self.assertIn("compute alone 6.00 ms, copies alone 10.00, both 5.00, GPU idle 20.00 (1 copy kernels)",
+                      out.getvalue())
+
 
 class TestChildRunner(unittest.TestCase):
     """python/tests/_child.py, the runner gpu_train.py and gpu_cupy.py share."""

@@ -2434,12 +2434,6 @@ static void copy_kernel(void) {
   copy_kernel_one("0", 0, 0);
 }
 
-/* Room for an allocation on another stream, with a pending free whose
- * event has not completed and a cold tensor to evict: by default the
- * manager waits for the free while restoring (a prefetch after the last
- * cold advice: `restoring`) when the victim is quiet (its move would not
- * wait for the streams, so the host runs ahead of its frees), and evicts
- * otherwise; GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
 /* The start of wait_frees_one and take_freed_one: a manager of 4 device
  * frames (chunks of 2) whose events complete only when waited for, made
  * with variable `var` set to env (unless NULL); a (4 MiB on s1, filled
@@ -2463,6 +2457,12 @@ static gh_tmgr_t* wait_setup(const char* var, const char* env, gh_advice_t advic
   return tm;
 }
 
+/* Room for an allocation on another stream, with a pending free whose
+ * event has not completed and a cold tensor to evict: by default the
+ * manager waits for the free while restoring (a prefetch after the last
+ * cold advice: `restoring`) when the victim is quiet (its move would not
+ * wait for the streams, so the host runs ahead of its frees), and evicts
+ * otherwise; GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
 static void wait_frees_one(const char* env, gh_advice_t advice, int restoring, int waits) {
   void *a = NULL, *b = NULL, *c = NULL;
   gh_tmgr_t* tm = wait_setup("GPUHEAP_WAIT_FREES", env, advice, restoring, 61, &a, &b);
