@@ -387,9 +387,6 @@ int main(int argc, char** argv) {
   uint64_t held = 0;
   if (_gh_tmgr_held_copies(tm, &held) == GH_OK && held)
     printf("homeless units whose copy waited for the map of the run evicting them: %" PRIu64 "\n", held);
-  uint64_t early = 0;
-  if (_gh_tmgr_early(tm, &early) == GH_OK && early)
-    printf("frames evicted early (GPUHEAP_EVICT_EARLY=1): %" PRIu64 "\n", early);
   int rc = 0;
   if (check && differ) rc = 1;
   if (check && have_expect) {

@@ -167,17 +167,6 @@ typedef struct gh_tm_fbatch_s {
   int done;
 } gh_tm_fbatch_t;
 
-/* A homeless eviction whose home's unmap waits (gh_tm_stale_reap): units
- * [v0, v0 + k) still map device allocation pf, which the kernels queued
- * before the tensor's quiet advice may read there; batch b's event, on the
- * copy stream after its waits for those advices' events, says when they
- * are done. */
-typedef struct gh_tm_stale_s {
-  size_t v0, k;
-  gh_pframe_t pf;
-  gh_tm_fbatch_t* b;
-} gh_tm_stale_t;
-
 /* A cached run: n mapped device vframes from v0 (role CACHE), allocations
  * of ch frames back to back, the last one ch frames or fewer; a prefix
  * that ends at an allocation boundary can back a tensor whose chunks are
@@ -236,7 +225,6 @@ typedef struct gh_vframe_s {
   uint8_t clock;        /* CLOCK credits */
   uint8_t mark;         /* chosen as a victim in this batch */
   uint8_t homeless;     /* on the host with its home unmapped (a quiet run's unit: gh_tm_homeless_ok) */
-  uint8_t stale;        /* homeless, its home still mapping its old device allocation (gh_tm_stale_t) */
   uint32_t born;        /* the eviction batch (tm->evict_gen) in which it last got device memory */
   uint32_t live;        /* tensors with bytes here, pending ones included */
   uint32_t pending;     /* ... of which freed, waiting for their event */
@@ -345,21 +333,6 @@ struct gh_tmgr_s {
   size_t n_held;
   uint64_t held_copies;              /* units whose copy was held (_gh_tmgr_held_copies) */
   uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
-  /* Quiet moves waited for on the GPU (gh_tm_move_units): the copy stream
-   * waits for the quiet advices' events, and the homes' unmaps wait here. */
-  int quiet_gpu_off;                 /* GPUHEAP_QUIET_GPU=0: the host waits for the events before the move */
-  gh_tm_fbatch_t* stale_batch;       /* the batch being moved that way, or NULL */
-  gh_tm_stale_t* stale;              /* homes to unmap once their batch's event completes */
-  size_t n_stale, cap_stale;
-  uint64_t quiet_gpu_moves;          /* moves that waited so (_gh_tmgr_stale) */
-  /* Early evictions (GPUHEAP_EVICT_EARLY=1, with quiet moves on the GPU):
-   * in a forward pass a tensor advised quiet is evicted at once while the
-   * frames evicted in this forward pass fall short of the previous one's,
-   * so that its copy out runs beside the kernels that follow instead of
-   * when the budget fills (gh_tm_evict_early). */
-  int evict_early;
-  size_t fwd_evicted, fwd_target;    /* frames evicted in this forward pass, in the previous one */
-  uint64_t early_evictions;          /* frames evicted early (_gh_tmgr_early) */
   /* Ordered moves (gh_tm_move_units): the calls that allow them set
    * `ordered` for their duration; ordered_ev is the event after the
    * copies of the latest ordered batch (0 once seen complete), which host
@@ -388,7 +361,6 @@ struct gh_tmgr_s {
                                         held copy's, gh_tm_held_flush), and what failed */
   char mover_what[192];
   gh_stream_t copy_stream;
-  gh_stream_t mark_stream;  /* waits for quiet advices' events and nothing else (gh_tm_quiet_on_gpu), or 0 */
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
 
@@ -1248,82 +1220,7 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
   return GH_OK;
 }
 
-/* ---------------------------------------------------------------- stale homes
- * A quiet tensor's homeless eviction, its move waited for on the GPU
- * (gh_tm_move_units: the copy stream waits for the advice's events), keeps
- * its home mapped to the old device allocation until those events
- * complete, since the kernels queued before the advice may still read the
- * tensor there and the host does not wait for them. The allocation goes to
- * the spares as any evicted one (an allocation may be mapped at several
- * addresses) with its copy's event, which follows the advice's events, so
- * its next user runs after those kernels. The home is unmapped once the
- * batch's event is seen complete (gh_tm_stale_reap, at every move and
- * reclaim of frees), or at once, after a wait, before anything maps the home, drops its
- * vframes or releases the allocation (gh_tm_stale_flush). Until then a
- * kernel that broke the quiet promise would read whatever the allocation's
- * next user wrote there instead of faulting. */
-static void gh_tm_fbatch_unref(gh_tmgr_t* tm, gh_tm_fbatch_t* b) {
-  if (--b->refs) return;
-  if (b->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, b->ev));
-  free(b);
-}
-
-/* 1 when batch b's event has completed (sync: after waiting for it). */
-static int gh_tm_stale_done(gh_tmgr_t* tm, gh_tm_fbatch_t* b, int sync) {
-  if (!b->done && b->ev)
-    b->done = GH_P(tm, sync ? tm->ops->event_sync(tm->fr, b->ev) : tm->ops->event_query(tm->fr, b->ev)) == GH_OK;
-  return b->done || !b->ev || sync;  /* a failed wait: the device is gone, nothing runs on it any more */
-}
-
-/* Unmap entry i's home and forget it. */
-static void gh_tm_stale_drop(gh_tmgr_t* tm, size_t i) {
-  const gh_tm_stale_t e = tm->stale[i];
-  tm->stale[i] = tm->stale[--tm->n_stale];
-  GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, e.v0), e.k));
-  for (size_t v = e.v0; v < e.v0 + e.k; v++) tm->vf[v].stale = 0;
-  gh_tm_fbatch_unref(tm, e.b);
-}
-
-/* Unmap the homes whose batch's event has completed. */
-static void gh_tm_stale_reap(gh_tmgr_t* tm) {
-  for (size_t i = tm->n_stale; i-- > 0;)
-    if (gh_tm_stale_done(tm, tm->stale[i].b, 0)) gh_tm_stale_drop(tm, i);
-}
-
-/* Unmap now (waiting for their events) the stale homes among vframes
- * [v0, v0 + n) (all: every one), or those of device allocation pf (pf != 0). */
-static void gh_tm_stale_flush(gh_tmgr_t* tm, size_t v0, size_t n, gh_pframe_t pf, int all) {
-  for (size_t i = tm->n_stale; i-- > 0;) {
-    const gh_tm_stale_t* e = &tm->stale[i];
-    if (all || (pf ? e->pf == pf : e->v0 < v0 + n && v0 < e->v0 + e->k)) {
-      gh_tm_stale_done(tm, e->b, 1);
-      gh_tm_stale_drop(tm, i);
-    }
-  }
-}
-
-/* Unit [v0, v0 + k), evicted homeless, keeps device allocation pf mapped
- * at home until batch b's event (unmapped now, after a wait, when the list
- * cannot grow). */
-static void gh_tm_stale_add(gh_tmgr_t* tm, size_t v0, size_t k, gh_pframe_t pf, gh_tm_fbatch_t* b) {
-  if (tm->n_stale == tm->cap_stale) {
-    const size_t cap = tm->cap_stale ? 2 * tm->cap_stale : 64;
-    gh_tm_stale_t* p = realloc(tm->stale, cap * sizeof *p);
-    if (p) tm->stale = p, tm->cap_stale = cap;
-  }
-  b->refs++;
-  if (tm->n_stale == tm->cap_stale) {
-    gh_tm_stale_done(tm, b, 1);
-    GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, v0), k));
-    gh_tm_fbatch_unref(tm, b);
-    return;
-  }
-  tm->stale[tm->n_stale++] = (gh_tm_stale_t){v0, k, pf, b};
-  for (size_t v = v0; v < v0 + k; v++) tm->vf[v].stale = 1;
-}
-
 static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
-  if (tm->n_stale) gh_tm_stale_flush(tm, 0, 0, pa->pf, 0);  /* a home still maps it */
   for (size_t i = 0; i < tm->n_held; i++)
     if (tm->held[i].pf == pa->pf) gh_tm_held_flush(tm, NULL);  /* its copy first */
   gh_tm_pa_t p = *pa;
@@ -1441,7 +1338,6 @@ static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* 
 /* Unmap vframes [v, v + n) (all mapped, whole allocations) and give back
  * their allocations. */
 static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
-  if (tm->n_stale) gh_tm_stale_flush(tm, v, n, 0, 0);
   for (size_t i = v, end = v + n; i < end;) {  /* the mapped stretches (homeless units are whole) */
     size_t j = i;
     while (j < end && !tm->vf[j].homeless) j++;
@@ -1508,7 +1404,6 @@ typedef struct gh_tm_step_s {
   uint8_t* stage;  /* the device allocation's staging window, when it has no alias */
   uint8_t from_homeless, to_homeless;  /* the unit's home was / is left unmapped (gh_tm_homeless_ok) */
   uint8_t held;  /* its copy is held back (gh_tm_held_flush) */
-  uint8_t stale; /* homeless, its home unmapped later (gh_tm_stale_t) */
 } gh_tm_step_t;
 
 /* The unit of vframe v. */
@@ -1535,7 +1430,7 @@ static int gh_tm_home_map(gh_tmgr_t* tm, const gh_tm_unit_t* u, const gh_tm_pa_t
  * unmapped again. */
 static void gh_tm_home_undo(gh_tmgr_t* tm, const gh_tm_unit_t* u, const gh_tm_step_t* st) {
   if (st->to_homeless) {
-    if (!st->stale) gh_tm_home_map(tm, u, st->old, st->nold);  /* (a stale home still maps it) */
+    gh_tm_home_map(tm, u, st->old, st->nold);
     return;
   }
   if (GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, u->v0), u->k)) == GH_OK && !st->from_homeless)
@@ -1568,7 +1463,6 @@ static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t) {
   for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
     const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
     if (tm->vf[u.v0].homeless) {
-      if (tm->vf[u.v0].stale) gh_tm_stale_flush(tm, u.v0, u.k, 0, 0);
       gh_tm_pa_t pas[GH_TM_CHUNK_MAX];
       const size_t n = gh_tm_vf_pas(tm, u.v0, u.k, pas);
       const int r = gh_tm_home_map(tm, &u, pas, n);
@@ -1604,8 +1498,7 @@ static int gh_tm_copy_out(gh_tmgr_t* tm, void* dst, const void* src, size_t byte
 static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st, size_t slot,
                             int mover) {
   uint8_t* home = gh_tm_va(tm, u->v0);
-  if (to == GH_TIER_DEVICE && tm->vf[u->v0].stale) gh_tm_stale_flush(tm, u->v0, u->k, 0, 0);
-  st->ev = 0, st->stage = NULL, st->held = 0, st->stale = 0;
+  st->ev = 0, st->stage = NULL, st->held = 0;
   st->from_homeless = to == GH_TIER_DEVICE && tm->vf[u->v0].homeless;
   st->to_homeless = to == GH_TIER_HOST && !mover && gh_tm_homeless_ok(tm, u);
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
@@ -1658,8 +1551,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   if (rc == GH_OK && mover) {
     gh_tm_mover_push(tm, home, u->k, st->pa, st->npa, 0);
   } else if (rc == GH_OK) {
-    st->stale = st->to_homeless && tm->stale_batch;  /* its home unmapped after the advice's events */
-    if (!st->from_homeless && !st->stale) rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
+    if (!st->from_homeless) rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
     if (rc == GH_OK && !st->to_homeless) {
       rc = gh_tm_home_map(tm, u, st->pa, st->npa);
       if (rc != GH_OK && !st->from_homeless) gh_tm_home_map(tm, u, st->old, st->nold);  /* put the old backing back */
@@ -1704,7 +1596,6 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
     return 0;
   }
   for (size_t v = u->v0; v < u->v0 + u->k; v++) gh_tm_count(tm, &tm->vf[v], -1);
-  if (st->stale) gh_tm_stale_add(tm, u->v0, u->k, st->old[0].pf, tm->stale_batch);  /* before a release of it */
   gh_tm_pas_drop(tm, st->old, st->nold);
   gh_tm_vf_set(tm, u->v0, st->pa, st->npa);
   gh_tm_pa_commit(tm, st->pa, st->npa);
@@ -1720,41 +1611,6 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   else
     tm->restores += u->k, tm->bytes_restored += u->k * tm->frame;
   return u->k;
-}
-
-/* A batch of quiet units only, all to be evicted homeless or all
- * homeless being restored: the copy stream waits on the GPU for the events
- * of their advices (ss: no stream to drain), and one event after those
- * waits on a stream that does nothing else (mark_stream: on the copy
- * stream it would follow every copy queued before) tells when evicted
- * homes may be unmapped (gh_tm_stale_t); the host does not wait. (A restore's home maps no memory the kernels queued
- * before the advice could read: it was unmapped, once they were done.)
- * NULL (nothing queued that matters, ss untouched) when that cannot be
- * done: the host waits. */
-static gh_tm_fbatch_t* gh_tm_quiet_on_gpu(gh_tmgr_t* tm, gh_tm_sset_t* ss, const gh_tm_unit_t* u, size_t n,
-                                          gh_tier_t to) {
-  if (tm->quiet_gpu_off || !ss->nq || ss->n || ss->all) return NULL;
-  for (size_t i = 0; i < n; i++)
-    if (to == GH_TIER_HOST ? !gh_tm_homeless_ok(tm, &u[i]) : !tm->vf[u[i].v0].homeless) return NULL;
-  gh_tm_fbatch_t* b = calloc(1, sizeof *b);
-  if (!b) return NULL;
-  int rc = GH_OK;
-  const gh_stream_t mark = tm->mark_stream ? tm->mark_stream : tm->copy_stream;
-  for (size_t q = 0; q < ss->nq && rc == GH_OK; q++)
-    for (size_t i = 0; i < ss->nev[q] && rc == GH_OK; i++) {
-      rc = GH_P(tm, tm->ops->stream_wait(tm->fr, tm->copy_stream, ss->ev[q][i]));
-      if (rc == GH_OK && mark != tm->copy_stream) rc = GH_P(tm, tm->ops->stream_wait(tm->fr, mark, ss->ev[q][i]));
-    }
-  if (rc == GH_OK) rc = GH_P(tm, tm->ops->event_record(tm->fr, mark, &b->ev));
-  if (rc != GH_OK) {
-    free(b);
-    return NULL;
-  }
-  b->refs = 1;  /* the move's, until its units are finished */
-  free(ss->s);
-  memset(ss, 0, sizeof *ss);
-  tm->quiet_gpu_moves++;
-  return b;
 }
 
 /* gh_tm_move without the accounting. Ordered (tm->ordered, unless
@@ -1777,15 +1633,11 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   gh_tm_mover_drain(tm);
   const int mover = ordered && tm->mover_on && gh_tm_mover_reserve(tm, n + 1) == GH_OK;
   size_t queued = 0;
-  if (tm->n_stale) gh_tm_stale_reap(tm);
-  gh_tm_fbatch_t* sb = !mover ? gh_tm_quiet_on_gpu(tm, &ss, u, n, to) : NULL;
-  gh_tm_step_t* st = sb || gh_tm_sset_sync(tm, &ss) == GH_OK ? malloc(GH_TM_DEPTH * sizeof *st) : NULL;
+  gh_tm_step_t* st = gh_tm_sset_sync(tm, &ss) == GH_OK ? malloc(GH_TM_DEPTH * sizeof *st) : NULL;
   if (!st) {
-    if (sb) gh_tm_fbatch_unref(tm, sb);
     free(users.s);
     return 0;
   }
-  tm->stale_batch = sb;
   /* Units [head, i) are in flight; unit i takes the slot of unit i - DEPTH,
    * finished by then. Start first, then finish the oldest, so that the copy
    * stream never waits for a remap. */
@@ -1809,8 +1661,6 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   }
   ordered = ordered && bev;
   for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
-  if (sb) gh_tm_fbatch_unref(tm, sb);
-  tm->stale_batch = NULL;
   if (bev) {
     /* The users' later work after the copies and the remaps (the host
      * waits when a stream cannot be made to). */
@@ -1843,48 +1693,7 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
   const size_t done = gh_tm_move_units(tm, u, n, to);
   gh_tm_in_move = 0;
   tm->move_ns += gh_tm_now_ns() - t0;
-  if (to == GH_TIER_HOST && !tm->restoring) tm->fwd_evicted += done;
   return done;
-}
-
-/* A prefetch: a backward pass starts (or goes on). At its start the
- * frames the forward pass evicted become the next one's target, at most
- * the tensor frames beyond the device budget (what it had to evict at
- * least): frees still pending when the host runs ahead make it evict more,
- * and the target would grow with them step after step. */
-static void gh_tm_restoring(gh_tmgr_t* tm) {
-  if (!tm->restoring) {
-    const size_t live = tm->nframes[GH_TIER_DEVICE] + tm->nframes[GH_TIER_HOST];
-    const size_t over = live > tm->dev_budget_f ? live - tm->dev_budget_f : 0;
-    tm->fwd_target = tm->fwd_evicted < over ? tm->fwd_evicted : over;
-    tm->fwd_evicted = 0;
-  }
-  tm->restoring = 1;
-}
-
-/* Tensor t was just advised quiet: evict it now (its device units) when
- * early evictions are on, the forward pass has evicted less than the
- * previous one, and its move will wait for its advice's events on the GPU
- * (gh_tm_quiet_on_gpu; the host does not wait). Its memory goes to the
- * spares for the allocations that follow, which wait for its copy on the
- * GPU as for any eviction's; what the budget needs beyond is evicted
- * under pressure as before. */
-static void gh_tm_evict_early(gh_tmgr_t* tm, gh_tensor_t* t) {
-  if (!tm->evict_early || tm->quiet_gpu_off || tm->restoring || !t->quiet || t->pins ||
-      tm->fwd_evicted >= tm->fwd_target || tm->vf[t->vf0].role != GH_VF_RUN)
-    return;
-  gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
-  if (!units) return;
-  size_t n = 0;
-  for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
-    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
-    if (tm->vf[v].tier == GH_TIER_DEVICE) units[n++] = u;
-    v = u.v0 + u.k;
-  }
-  tm->ordered = 1;  /* the tensor's streams wait for the copies on the GPU, the host does not */
-  tm->early_evictions += gh_tm_move(tm, units, n, GH_TIER_HOST);
-  tm->ordered = 0;
-  free(units);
 }
 
 static int gh_tm_victim_ok(const gh_tmgr_t* tm, size_t v) {
@@ -2063,20 +1872,6 @@ static int gh_tm_wait_rule(const gh_tmgr_t* tm) {
   return 0;
 }
 
-/* Whether making room for `need` frames would take cold units that are
- * not quiet, whose move waits for their streams to reach the present: the
- * quiet cold tensors on the device hold fewer frames. With quiet moves
- * waited for on the GPU the host no longer waits at them and runs ahead of
- * its frees, so room then waits for pending frees first (older events than
- * the present: a shorter wait, and memory that need not move);
- * bench/NOTES.md, host side, row 74. */
-static int gh_tm_drain_ahead(const gh_tmgr_t* tm, size_t need) {
-  size_t q = 0;
-  for (const gh_tensor_t* t = tm->cold_head; t && q < need; t = t->cnext)
-    if (t->quiet && tm->vf[t->vf0].tier == GH_TIER_DEVICE) q += t->nvf;
-  return q < need;
-}
-
 /* A cached run taken by gh_tm_device_room for a run being placed. */
 typedef struct gh_tm_take_s {
   int got;
@@ -2106,11 +1901,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
    * host runs ahead of the GPU and its frees stay pending; evicting then
    * moves bytes that a wait would have saved (bench/NOTES.md, host side,
    * rows 44 and 49: with quiet="auto", 1.54 GB a step against 1.57-1.73). */
-  const int wait =
-      tm->wait_frees > 0 ||
-      (tm->wait_frees < 0 &&
-       (gh_tm_wait_rule(tm) || (!tm->quiet_gpu_off && !tm->restoring && tm->pend_head && gh_tm_dev_busy(tm) + k > tm->dev_budget_f &&
-                                gh_tm_drain_ahead(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f))));
+  const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && gh_tm_wait_rule(tm));
   while (wait && gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
     gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
     if (!b->done && b->ev) {
@@ -2758,13 +2549,11 @@ static void gh_tm_flush(gh_tmgr_t* tm) {
   free(sb);
 }
 
-/* Reclaim pending frees whose events completed (sync: wait for them), and
- * unmap the stale homes whose events completed (sync: all of them). Each
+/* Reclaim pending frees whose events completed (sync: wait for them). Each
  * event is asked once per pass, whatever the number of frees it covers;
  * frees not flushed yet (the newest: the list is those with an event, then
  * those without) are left. */
 static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
-  if (tm->n_stale) sync ? gh_tm_stale_flush(tm, 0, 0, 0, 1) : gh_tm_stale_reap(tm);  /* stale homes too */
   if (tm->n_pending == tm->n_unflushed) return;
   if (sync) gh_tm_mover_drain(tm);  /* the frees' streams may wait for the mover's word */
   const uint64_t pass = ++tm->pass;
@@ -2941,17 +2730,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * row 68). */
     const char* qf = getenv("GPUHEAP_QUIET_FIRST");
     tm->quiet_first_off = qf && *qf == '0';
-    /* GPUHEAP_QUIET_GPU=0: a move of quiet units waits on the host for
-     * their advices' events before it starts, as before the copy stream
-     * waited for them (gh_tm_quiet_on_gpu; bench/NOTES.md, host side,
-     * row 71). */
-    const char* qg = getenv("GPUHEAP_QUIET_GPU");
-    tm->quiet_gpu_off = qg && *qg == '0';
-    /* GPUHEAP_EVICT_EARLY=1: quiet tensors evicted as they are advised in
-     * a forward pass, up to the previous forward pass's evictions
-     * (gh_tm_evict_early; bench/NOTES.md, host side, row 77). */
-    const char* ee = getenv("GPUHEAP_EVICT_EARLY");
-    tm->evict_early = ee && *ee == '1';
     /* Moves for allocations and prefetches do not wait for their copies
      * (gh_tm_move_units); GPUHEAP_ORDERED_MOVES=0 makes them wait, for
      * comparisons (bench/NOTES.md, host side, row 30). */
@@ -3041,7 +2819,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   for (size_t v = tm->stage_vf0; v < tm->tensor_vf0; v++) tm->vf[v].role = GH_VF_STAGE;
   rc = ops->stream_create(tm->fr, &tm->copy_stream);
   if (rc != GH_OK) goto fail;
-  if (ops->stream_create(tm->fr, &tm->mark_stream) != GH_OK) tm->mark_stream = 0;  /* the copy stream marks then */
 
   if (o.heap_bytes) {
     const size_t nf = (o.heap_bytes + tm->frame - 1) / tm->frame;
@@ -3100,7 +2877,6 @@ fail:
 static void gh_tm_free_all(gh_tmgr_t* tm) {
   if (tm->fr) {
     gh_tm_settle(tm);
-    gh_tm_stale_flush(tm, 0, 0, 0, 1);
     /* Frees with an event: wait for it. Frees with none yet: no stream
      * uses them any more (destroy's contract), and their streams may be
      * gone, so no event is recorded on them. */
@@ -3136,7 +2912,6 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     tm->pool_target = 0;
     while (tm->pool_cnt) gh_tm_pool_release_last(tm);
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
-    if (tm->mark_stream) tm->ops->stream_destroy(tm->fr, tm->mark_stream);
     if (tm->word) tm->ops->word_free(tm->fr, tm->word);
     tm->ops->close(tm->fr);
   }
@@ -3150,7 +2925,6 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   if (tm->trace) fclose(tm->trace);
   free(tm->cache);
   free(tm->spare);
-  free(tm->stale);
   free(tm->jobs);
   pthread_cond_destroy(&tm->jcv);
   pthread_cond_destroy(&tm->jdone_cv);
@@ -3341,7 +3115,7 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
   if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
-    gh_tm_restoring(tm);
+    tm->restoring = 1;
     /* Frames all on the device: no move, no stream waited for. A quiet
      * tensor moves after its advice's events, and is a use from then on. */
     gh_tm_stream_join(tm, t, stream);
@@ -3406,7 +3180,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   if (rc == GH_OK) {
     /* Their frames are marked, so that making room evicts none of them; the
      * host units of all of them move in one batch. */
-    gh_tm_restoring(tm);
+    tm->restoring = 1;
     size_t nu = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
       gh_tm_stream_join(tm, ts[i], stream);
@@ -3496,7 +3270,6 @@ int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
       while (n < t->nstreams && GH_P(tm, tm->ops->event_record(tm->fr, t->streams[n], &t->quiet_ev[n])) == GH_OK) n++;
       if (n == t->nstreams) {
         t->quiet = (uint8_t)n;
-        gh_tm_evict_early(tm, t);
       } else {
         while (n) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[--n]));
       }
@@ -3921,22 +3694,6 @@ int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]) {
   return GH_OK;
 }
 
-int _gh_tmgr_early(gh_tmgr_t* tm, uint64_t* frames) {
-  if (!tm || !frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
-  *frames = tm->early_evictions;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_stale(gh_tmgr_t* tm, uint64_t* moves, size_t* homes) {
-  if (!tm || !moves || !homes) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
-  *moves = tm->quiet_gpu_moves, *homes = tm->n_stale;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames) {
   if (!tm || !frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
   pthread_mutex_lock(&tm->mu);
@@ -4060,8 +3817,6 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: a tensor frame with no tensor or no backing", v);
     else if (f->role == GH_VF_CACHE && (f->tier != GH_TIER_DEVICE || f->live || f->tensors))
       rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: cached, tier %u, %u tensors", v, f->tier, f->live);
-    else if (f->stale && !f->homeless)
-      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: a stale home that is not homeless", v);
     else if (f->homeless && (f->tier != GH_TIER_HOST || f->role != GH_VF_RUN || !f->tensors ||
                              (f->tensors->state == GH_T_LIVE && !f->tensors->quiet) ||
                              tm->vf[gh_tm_unit_of(tm, v).v0].homeless != 1))
@@ -4126,19 +3881,6 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
     rc = _gh_error(GH_ERR_CORRUPT, "dev_used %zu != %zu + %zu cached + %zu spare", tm->dev_used,
                    nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE], cf, spare_frames);
   if (rc == GH_OK && cf != tm->cached) rc = _gh_error(GH_ERR_CORRUPT, "cache: %zu frames counted, %zu found", tm->cached, cf);
-  /* Stale homes: each entry a whole homeless unit flagged stale, its old
-   * allocation a spare or backing a tensor elsewhere, and no other flag. */
-  size_t stale_f = 0, flagged = 0;
-  for (size_t v = 0; v < tm->n_va; v++) flagged += tm->vf[v].stale;
-  for (size_t i = 0; i < tm->n_stale && rc == GH_OK; i++) {
-    const gh_tm_stale_t* e = &tm->stale[i];
-    stale_f += e->k;
-    if (e->v0 + e->k > tm->n_va || !tm->vf[e->v0].stale || gh_tm_unit_of(tm, e->v0).v0 != e->v0 ||
-        gh_tm_unit_of(tm, e->v0).k != e->k || !e->b || !e->b->refs)
-      rc = _gh_error(GH_ERR_CORRUPT, "stale home %zu: [%zu, +%zu) not a stale unit", i, e->v0, e->k);
-  }
-  if (rc == GH_OK && stale_f != flagged)
-    rc = _gh_error(GH_ERR_CORRUPT, "stale homes: %zu frames listed, %zu flagged", stale_f, flagged);
   /* Cached runs: their vframes are the CACHE ones, each a row of whole
    * allocations of ch frames (the last one ch or fewer). */
   size_t in_runs = 0;

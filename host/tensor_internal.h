@@ -95,11 +95,6 @@ int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
 /* Tests only: frames evicted homeless so far (a quiet tensor's home left
  * unmapped: gh_tm_homeless_ok). */
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames);
-/* Tests only: moves of quiet units waited for on the GPU so far
- * (GPUHEAP_QUIET_GPU), and homes still mapped that wait to be unmapped. */
-int _gh_tmgr_stale(gh_tmgr_t* tm, uint64_t* moves, size_t* homes);
-/* Tests only: frames evicted early so far (GPUHEAP_EVICT_EARLY=1). */
-int _gh_tmgr_early(gh_tmgr_t* tm, uint64_t* frames);
 /* Tests only, simulation: *mapped = 1 when the frame holding p is mapped
  * (a homeless tensor's home is not). */
 int _gh_tmgr_sim_mapped(gh_tmgr_t* tm, const void* p, int* mapped);

@@ -1438,25 +1438,13 @@ static void prefetch_many(void) {
   free(m.t);
 }
 
-/* Moves of quiet units whose waits for their advices' events the copy
- * stream made on the GPU (GPUHEAP_QUIET_GPU), so far. */
-static uint64_t quiet_gpu_moves(gh_tmgr_t* tm) {
-  uint64_t n = 0;
-  size_t homes = 0;
-  CHECK(_gh_tmgr_stale(tm, &n, &homes) == GH_OK);
-  return n;
-}
-
 /* GH_ADVICE_QUIET: a cold mark whose moves wait for the events recorded
- * at the advice instead of draining the tensor's streams (stream_waits):
- * on the GPU (the copy stream waits; with GPUHEAP_QUIET_GPU=0 on the host,
- * quiet_waits); a prefetch moves it the same way and ends the advice, as
+ * at the advice (quiet_waits) instead of draining the tensor's streams
+ * (stream_waits); a prefetch moves it the same way and ends the advice, as
  * do any other advice and a free (their events destroyed: the simulated
  * provider counts leaks at close). */
-static void quiet_one(int gpu) {
-  if (!gpu) setenv("GPUHEAP_QUIET_GPU", "0", 1);
+static void quiet(void) {
   gh_tmgr_t* tm = make_tm_low(16, 64, 0, 0, 1.0); /* 8 device frames */
-  unsetenv("GPUHEAP_QUIET_GPU");
   if (!tm) return;
   model_t m = {0};
   m.cap = 16;
@@ -1472,38 +1460,30 @@ static void quiet_one(int gpu) {
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
   CHECK_EQ_U64(s0.evictions, 0);
   /* A new frame evicts T0, the oldest cold: after its event, no drain. */
-  uint64_t g0 = quiet_gpu_moves(tm);
   add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* N8 */
   CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
   CHECK_EQ_U64(host_mask(tm, &m), BIT(0));
-  CHECK_EQ_U64(s1.quiet_waits - s0.quiet_waits, (uint64_t)!gpu);
-  CHECK_EQ_U64(quiet_gpu_moves(tm) - g0, (uint64_t)gpu);
+  CHECK_EQ_U64(s1.quiet_waits - s0.quiet_waits, 1);
   CHECK_EQ_U64(s1.stream_waits, s0.stream_waits);
   /* Bringing T0 back evicts T1 (quiet) and restores T0 (still quiet as it
    * moves): two event waits, no drain; T0 is normal afterwards. */
-  g0 = quiet_gpu_moves(tm);
   CHECK(gh_tensor_prefetch(tm, m.t[0].p, streams[2]) == GH_OK);
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
   CHECK_EQ_U64(host_mask(tm, &m), BIT(1));
-  CHECK_EQ_U64(s0.quiet_waits - s1.quiet_waits, (uint64_t)(2 * !gpu));
-  CHECK_EQ_U64(quiet_gpu_moves(tm) - g0, (uint64_t)(2 * gpu));
+  CHECK_EQ_U64(s0.quiet_waits - s1.quiet_waits, 2);
   CHECK_EQ_U64(s0.stream_waits, s1.stream_waits);
   /* T0 advised cold (not quiet) and the next victim after T3 (quiet):
    * two new frames, one event wait and one drain. */
   CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_COLD) == GH_OK);
-  g0 = quiet_gpu_moves(tm);
   add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* N9: T3 goes */
   add_tensor(tm, &m, 2 * MiB, GH_KIND_ACTIVATIONS); /* N10: T0 goes */
   CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
   CHECK_EQ_U64(host_mask(tm, &m), BIT(1) | BIT(3) | BIT(0));
-  CHECK_EQ_U64(s1.quiet_waits - s0.quiet_waits, (uint64_t)!gpu);
-  CHECK_EQ_U64(quiet_gpu_moves(tm) - g0, (uint64_t)gpu);
+  CHECK_EQ_U64(s1.quiet_waits - s0.quiet_waits, 1);
   CHECK(s1.stream_waits > s0.stream_waits);
-  /* T1 and T3 went while quiet: their homes are unmapped (homeless; once
-   * their events are seen complete), T0's (cold) holds its host memory; a
-   * new advice maps theirs there too, and their bytes read through it
-   * (check_one below). */
-  CHECK(gh_tmgr_maintain(tm) == GH_OK);
+  /* T1 and T3 went while quiet: their homes are unmapped (homeless), T0's
+   * (cold) holds its host memory; a new advice maps theirs there too, and
+   * their bytes read through it (check_one below). */
   int mapped = 0;
   CHECK(_gh_tmgr_sim_mapped(tm, m.t[1].p, &mapped) == GH_OK && !mapped);
   CHECK(_gh_tmgr_sim_mapped(tm, m.t[3].p, &mapped) == GH_OK && !mapped);
@@ -1524,11 +1504,6 @@ static void quiet_one(int gpu) {
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   drain_and_destroy(tm, &m);
   free(m.t);
-}
-
-static void quiet(void) {
-  quiet_one(1);
-  quiet_one(0);
 }
 
 /* Homeless evictions: a quiet tensor evicted for room leaves its home
@@ -2289,7 +2264,7 @@ static void held_copies_one(int on) {
   CHECK(_gh_tmgr_held_copies(tm, &h1) == GH_OK);
   CHECK_EQ_U64(h1 - h0, (uint64_t)on);
   CHECK(tier_of(tm, a) == GH_TIER_HOST);
-  CHECK(_gh_tmgr_sim_mapped(tm, a, &mapped) == GH_OK && mapped); /* until its advice's events are done */
+  CHECK(_gh_tmgr_sim_mapped(tm, a, &mapped) == GH_OK && !mapped);
   CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK); /* c's stream reaches its first use */
   pat_fill(c, 0, sz, 53);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
@@ -2486,11 +2461,8 @@ static gh_tmgr_t* wait_setup(const char* var, const char* env, gh_advice_t advic
  * event has not completed and a cold tensor to evict: by default the
  * manager waits for the free while restoring (a prefetch after the last
  * cold advice: `restoring`) when the victim is quiet (its move would not
- * wait for the streams, so the host runs ahead of its frees), and in a
- * forward pass when the victim is not quiet (its move would wait for its
- * stream's present, later than the free's event; with GPUHEAP_QUIET_GPU=0,
- * whose quiet moves hold the host, it evicts), and evicts otherwise;
- * GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
+ * wait for the streams, so the host runs ahead of its frees), and evicts
+ * otherwise; GPUHEAP_WAIT_FREES=1 always waits, =0 never. */
 static void wait_frees_one(const char* env, gh_advice_t advice, int restoring, int waits) {
   void *a = NULL, *b = NULL, *c = NULL;
   gh_tmgr_t* tm = wait_setup("GPUHEAP_WAIT_FREES", env, advice, restoring, 61, &a, &b);
@@ -2582,7 +2554,6 @@ static void quiet_first_one(const char* env) {
   CHECK(gh_tensor_advise(tm, b, GH_ADVICE_QUIET) == GH_OK);
   gh_tmgr_stats_t s0, st;
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
-  const uint64_t g0 = quiet_gpu_moves(tm);
   CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
   CHECK_EQ_U64(st.evictions - s0.evictions, 2);
@@ -2590,10 +2561,10 @@ static void quiet_first_one(const char* env) {
                 tier_of(tm, b) == (first ? GH_TIER_HOST : GH_TIER_DEVICE),
             "GPUHEAP_QUIET_FIRST=%s: the %s tensor was evicted", env ? env : "(unset)",
             tier_of(tm, b) == GH_TIER_HOST ? "quiet" : "older");
-  const uint64_t q = st.quiet_waits - s0.quiet_waits + quiet_gpu_moves(tm) - g0;
-  CHECK_MSG((st.stream_waits == s0.stream_waits) == first && (q > 0) == first,
-            "GPUHEAP_QUIET_FIRST=%s: %llu stream waits, %llu quiet moves", env ? env : "(unset)",
-            (unsigned long long)(st.stream_waits - s0.stream_waits), (unsigned long long)q);
+  CHECK_MSG((st.stream_waits == s0.stream_waits) == first && (st.quiet_waits > s0.quiet_waits) == first,
+            "GPUHEAP_QUIET_FIRST=%s: %llu stream waits, %llu quiet waits", env ? env : "(unset)",
+            (unsigned long long)(st.stream_waits - s0.stream_waits),
+            (unsigned long long)(st.quiet_waits - s0.quiet_waits));
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   pat_fill(c, 0, sz, 73);
   CHECK(gh_tensor_free(tm, c, s2) == GH_OK);
@@ -2611,201 +2582,6 @@ static void quiet_first_one(const char* env) {
 static void quiet_first(void) {
   quiet_first_one(NULL);
   quiet_first_one("0");
-}
-
-/* A quiet tensor evicted while the kernels queued before its advice have
- * not run (events that complete only when waited for): the copy stream
- * waits for the advice's events on the GPU, the host does not
- * (quiet_waits), and the home keeps its device memory mapped until those
- * events are seen complete; its memory goes on to the next tensor at once.
- * The home is unmapped before that memory is released (a request of
- * another size), or, once the events are done, at the next reclaim. Every
- * byte comes back. GPUHEAP_QUIET_GPU=0: the host waits, and the home is
- * unmapped at once. */
-static void quiet_gpu_one(int gpu) {
-  if (!gpu) setenv("GPUHEAP_QUIET_GPU", "0", 1);
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events complete only when waited for */
-  unsetenv("GPUHEAP_QUIET_GPU");
-  if (!tm) return;
-  const gh_stream_t s1 = wf_s1, s2 = wf_s2;
-  const size_t sz = 4 * MiB;
-  void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-  pat_fill(a, 0, sz, 81);
-  pat_fill(b, 0, sz, 82);
-  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
-  gh_tmgr_stats_t s0, st;
-  uint64_t g0 = 0, g1 = 0, w0 = 0, w1 = 0;
-  size_t homes = 0, deferred = 0;
-  int mapped = 0;
-  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
-  CHECK(_gh_tmgr_stale(tm, &g0, &homes) == GH_OK);
-  CHECK(_gh_tmgr_sim_counts(tm, &deferred, &w0) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK); /* a goes, c takes its memory */
-  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
-  CHECK(_gh_tmgr_stale(tm, &g1, &homes) == GH_OK);
-  CHECK(_gh_tmgr_sim_counts(tm, &deferred, &w1) == GH_OK);
-  CHECK(tier_of(tm, a) == GH_TIER_HOST && tier_of(tm, b) == GH_TIER_DEVICE);
-  CHECK_MSG(st.quiet_waits - s0.quiet_waits == (uint64_t)!gpu && g1 - g0 == (uint64_t)gpu && homes == (size_t)gpu,
-            "GPUHEAP_QUIET_GPU=%d: %llu host waits, %llu moves on the GPU, %zu stale homes", gpu,
-            (unsigned long long)(st.quiet_waits - s0.quiet_waits), (unsigned long long)(g1 - g0), homes);
-  CHECK(w1 - w0 >= (uint64_t)gpu); /* the copy stream's wait for a's event */
-  CHECK(st.stream_waits == s0.stream_waits);
-  CHECK(_gh_tmgr_sim_mapped(tm, a, &mapped) == GH_OK && mapped == gpu);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  pat_fill(c, 0, sz, 83);
-  /* c cold and evicted (its streams drained): a's old memory is a spare
-   * again; a request of one frame releases it (no spare of that size):
-   * a's home is unmapped first. */
-  CHECK(gh_tensor_advise(tm, c, GH_ADVICE_COLD) == GH_OK);
-  CHECK(gh_tensor_evict(tm, c) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, 2 * MiB, GH_KIND_ACTIVATIONS, s1, &d) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, 2 * MiB, GH_KIND_ACTIVATIONS, s1, &e) == GH_OK);
-  CHECK(_gh_tmgr_stale(tm, &g1, &homes) == GH_OK && homes == 0);
-  CHECK(_gh_tmgr_sim_mapped(tm, a, &mapped) == GH_OK && !mapped);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  pat_fill(d, 0, 2 * MiB, 84);
-  pat_fill(e, 0, 2 * MiB, 85);
-  CHECK(gh_tensor_free(tm, d, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, e, s1) == GH_OK);
-  /* b quiet and evicted the same way (for a's restore); its events done
-   * (lag 0), the next reclaim unmaps its home. */
-  CHECK(gh_tensor_advise(tm, b, GH_ADVICE_QUIET) == GH_OK);
-  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
-  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(a, 0, sz, 81) == SIZE_MAX);
-  CHECK(gh_tmgr_maintain(tm) == GH_OK);
-  CHECK(_gh_tmgr_stale(tm, &g1, &homes) == GH_OK && homes == 0);
-  if (tier_of(tm, b) == GH_TIER_HOST) CHECK(_gh_tmgr_sim_mapped(tm, b, &mapped) == GH_OK && !mapped);
-  CHECK(gh_tensor_prefetch(tm, b, s1) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(b, 0, sz, 82) == SIZE_MAX);
-  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
-  CHECK(gh_tensor_prefetch(tm, c, s2) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
-  CHECK(pat_check(c, 0, sz, 83) == SIZE_MAX);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, c, s2) == GH_OK);
-  model_t m = {0};
-  drain_and_destroy(tm, &m);
-}
-
-/* The same, and then the quiet tensor brought back while its home is
- * still stale (its advice's events not done): the restore unmaps the home
- * first (after a wait) and maps its new memory there. */
-static void quiet_gpu_back(void) {
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000);
-  if (!tm) return;
-  const gh_stream_t s1 = wf_s1, s2 = wf_s2;
-  const size_t sz = 4 * MiB;
-  void *a = NULL, *b = NULL, *c = NULL;
-  uint64_t g = 0;
-  size_t homes = 0;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-  pat_fill(a, 0, sz, 91);
-  pat_fill(b, 0, sz, 92);
-  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK); /* a goes */
-  CHECK(_gh_tmgr_stale(tm, &g, &homes) == GH_OK && homes == 1);
-  pat_fill(c, 0, sz, 93);
-  CHECK(gh_tensor_advise(tm, c, GH_ADVICE_COLD) == GH_OK);
-  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK); /* c goes; a comes back, maybe into its own old memory */
-  CHECK(_gh_tmgr_stale(tm, &g, &homes) == GH_OK && homes == 0);
-  CHECK(tier_of(tm, a) == GH_TIER_DEVICE && tier_of(tm, c) == GH_TIER_HOST);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(a, 0, sz, 91) == SIZE_MAX);
-  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
-  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
-  CHECK(gh_tensor_prefetch(tm, c, s2) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
-  CHECK(pat_check(c, 0, sz, 93) == SIZE_MAX);
-  CHECK(pat_check(b, 0, sz, 92) == SIZE_MAX);
-  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, c, s2) == GH_OK);
-  model_t m = {0};
-  drain_and_destroy(tm, &m);
-}
-
-/* Early evictions (GPUHEAP_EVICT_EARLY=1): a forward pass (cold advice
- * after prefetches) evicts a tensor as soon as it is advised quiet while
- * it has evicted fewer frames than the forward pass before (at most the
- * frames beyond the budget then); the first forward pass has no target,
- * and without the switch nothing moves before the budget needs it. Every
- * byte comes back. */
-static void evict_early_one(int on) {
-  if (on) setenv("GPUHEAP_EVICT_EARLY", "1", 1);
-  setenv("GPUHEAP_CALL_TIMES", "1", 1); /* the provider's calls counted */
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 0); /* 4 device frames */
-  unsetenv("GPUHEAP_EVICT_EARLY");
-  unsetenv("GPUHEAP_CALL_TIMES");
-  if (!tm) return;
-  const gh_stream_t s1 = wf_s1;
-  const size_t sz = 4 * MiB;
-  void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
-  uint64_t early = 0;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  /* Forward pass 1: a quiet, evicted for c under pressure (2 frames). */
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
-  pat_fill(a, 0, sz, 101);
-  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_COLD) == GH_OK);
-  CHECK(gh_tensor_advise(tm, a, GH_ADVICE_QUIET) == GH_OK);
-  CHECK(tier_of(tm, a) == GH_TIER_DEVICE); /* no target yet */
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &c) == GH_OK);
-  CHECK(tier_of(tm, a) == GH_TIER_HOST);
-  /* Backward pass 1: a back, c and b freed. */
-  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(a, 0, sz, 101) == SIZE_MAX);
-  CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
-  settle(tm);
-  /* Forward pass 2: d evicted at its quiet advice (the target: 2 frames),
-   * e not (the target reached). */
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &d) == GH_OK);
-  pat_fill(d, 0, sz, 102);
-  CHECK(gh_tensor_advise(tm, d, GH_ADVICE_COLD) == GH_OK);
-  uint64_t n0[9], n1[9], ns[9];
-  CHECK(_gh_tmgr_sim_configure(tm, 1000000, 0, 0) == GH_OK); /* events complete only when waited for */
-  CHECK(_gh_tmgr_op_times(tm, n0, ns) == GH_OK);
-  CHECK(gh_tensor_advise(tm, d, GH_ADVICE_QUIET) == GH_OK);
-  CHECK(_gh_tmgr_op_times(tm, n1, ns) == GH_OK);
-  CHECK_MSG(tier_of(tm, d) == (on ? GH_TIER_HOST : GH_TIER_DEVICE), "GPUHEAP_EVICT_EARLY=%d: d in tier %d", on,
-            (int)tier_of(tm, d));
-  CHECK_MSG(n1[3] == n0[3] && n1[5] == n0[5], "GPUHEAP_EVICT_EARLY=%d: the host waited (%llu event syncs)", on,
-            (unsigned long long)(n1[3] - n0[3])); /* the copy waited for on the GPU only */
-  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
-  CHECK(_gh_tmgr_early(tm, &early) == GH_OK);
-  CHECK_EQ_U64(early, on ? 2u : 0u);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &e) == GH_OK);
-  CHECK(gh_tensor_advise(tm, e, GH_ADVICE_QUIET) == GH_OK);
-  CHECK(tier_of(tm, e) == GH_TIER_DEVICE);
-  CHECK(_gh_tmgr_early(tm, &early) == GH_OK);
-  CHECK_EQ_U64(early, on ? 2u : 0u);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(gh_tensor_prefetch(tm, d, s1) == GH_OK);
-  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
-  CHECK(pat_check(d, 0, sz, 102) == SIZE_MAX);
-  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, d, s1) == GH_OK);
-  CHECK(gh_tensor_free(tm, e, s1) == GH_OK);
-  model_t m = {0};
-  drain_and_destroy(tm, &m);
-}
-
-static void quiet_gpu(void) {
-  quiet_gpu_one(1);
-  quiet_gpu_one(0);
-  quiet_gpu_back();
-  evict_early_one(1);
-  evict_early_one(0);
 }
 
 /* The same while restoring, with an older cold tensor that is not quiet
@@ -2906,14 +2682,9 @@ static void wait_frees(void) {
   wait_frees_one(NULL, GH_ADVICE_COLD, 1, 0);
   wait_frees_one("0", GH_ADVICE_QUIET, 1, 0);
   wait_frees_one("1", GH_ADVICE_COLD, 0, 1);
-  wait_frees_one(NULL, GH_ADVICE_COLD, 0, 1);  /* a forward pass, the victim not quiet */
-  setenv("GPUHEAP_QUIET_GPU", "0", 1);
-  wait_frees_one(NULL, GH_ADVICE_COLD, 0, 0);
-  unsetenv("GPUHEAP_QUIET_GPU");
   wait_frees_behind_host();
   take_freed();
   quiet_first();
-  quiet_gpu();
 }
 
 /* A host-alias region with no room for an allocation of several frames
