@@ -30,7 +30,11 @@ extern "C" {
  * ~2 % fewer bytes, and evict / restore stay at 47-49 / 54-55 GB/s from
  * 32 MiB up (bench/NOTES.md host side row 32; 32 frames: a 32 MiB batch
  * is one unit, 21 GB/s). GH_TM_CHUNK_MAX bounds it. */
+#ifdef GH_CHUNK_MAX_FRAMES /* -DGH_CHUNK_MAX_FRAMES=n for comparisons (bench/NOTES.md, host side, rows 73, 80) */
+#define GH_TM_CHUNK_MAX ((size_t)GH_CHUNK_MAX_FRAMES)
+#else
 #define GH_TM_CHUNK_MAX ((size_t)32)
+#endif
 #define GH_TM_CHUNK_DEFAULT ((size_t)16)
 /* The chunk follows the tensors' sizes within [_LO, _HI] frames, chosen
  * every _EVERY runs of at least _LO frames, the counts halved every _DECAY

@@ -60,6 +60,9 @@ def parse_args(argv=None):
                     "where the time goes (device time of the kernels, host time of the operators; internal)")
     ap.add_argument("--trace", help="with --profile: write the Chrome trace here and print the GPU's busy time "
                     "a step (the union of its kernels and copies) against the step's wall time")
+    ap.add_argument("--gpu-only", action="store_true", help="with --profile: record the GPU's activity only (the "
+                    "host slowed far less; no operator tables) and mark each timed step's forward, backward and "
+                    "optimizer on the GPU with a marker kernel, so that --trace splits the time by phase")
     ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
                     "weights and optimizer memory the manager evicted are brought back before forward and step()")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
@@ -230,8 +233,10 @@ def child(a):
         if step == a.warmup:
             torch.cuda.synchronize()
             if a.profile:
-                prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                          torch.profiler.ProfilerActivity.CUDA])
+                acts = [torch.profiler.ProfilerActivity.CUDA]
+                if not a.gpu_only:
+                    acts.insert(0, torch.profiler.ProfilerActivity.CPU)
+                prof = torch.profiler.profile(activities=acts)
                 prof.__enter__()
             t0 = time.perf_counter()
             if m is not None:
@@ -243,6 +248,9 @@ def child(a):
         evs = [torch.cuda.Event(enable_timing=True) for _ in range(4)] if a.phases else None
         if evs:
             evs[0].record()
+        mark = a.profile and a.gpu_only and t0 is not None  # --gpu-only: phases marked on the GPU
+        if mark:
+            torch.cuda._sleep(0)  # the marker kernel (PHASE_MARK): forward
         mode = None
         if a.host_ops and m is not None and step == a.steps - 1:
             mode, host_counts = host_ops_mode(torch, m)
@@ -273,9 +281,13 @@ def child(a):
                     snap_s += time.perf_counter() - t_snap  # writing the files is not part of the step
             if evs:
                 evs[1].record()
+            if mark:
+                torch.cuda._sleep(0)  # backward
             loss.backward()
             if evs:
                 evs[2].record()
+            if mark:
+                torch.cuda._sleep(0)  # optimizer
             opt.step()
             if evs:
                 evs[3].record()
@@ -309,7 +321,8 @@ def child(a):
             ", ".join(f"{k} {v:.2f}" for k, v in result["phases_ms"].items()))
     if a.profile and t0 is not None:
         prof.__exit__(None, None, None)
-        profile_report(prof, timed, cfg)
+        if not a.gpu_only:
+            profile_report(prof, timed, cfg)
         if a.trace:
             prof.export_chrome_trace(a.trace)
             trace_report(a.trace, timed, cfg)
@@ -418,6 +431,9 @@ def profile_report(prof, steps, cfg):
 
 # gpuheap's eviction copies by kernel (host/copy_kernel.cu): copies, not compute.
 COPY_KERNELS = ("gh_copy_words",)
+# --gpu-only's phase marker (torch.cuda._sleep(0)): neither compute nor copy.
+PHASE_MARK = "spin_kernel"
+PHASES = ("forward", "backward", "optimizer")
 
 
 def timeline_split(compute, copies):
@@ -442,6 +458,30 @@ def timeline_split(compute, copies):
     return out
 
 
+def phase_split(compute, copies, marks, end):
+    """timeline_split by phase: marks are the start times of the marker
+    kernels, three a step (forward, backward, optimizer, in that order);
+    each phase runs from its mark to the next (the last to `end`). Returns
+    {phase: {"compute", "copy", "both", "idle", "span"}}, summed over the
+    steps, in the intervals' unit; {} unless the marks come in threes."""
+    marks = sorted(marks)
+    if not marks or len(marks) % len(PHASES):
+        return {}
+    out = {p: {"compute": 0.0, "copy": 0.0, "both": 0.0, "idle": 0.0, "span": 0.0} for p in PHASES}
+    for i, lo in enumerate(marks):
+        hi = marks[i + 1] if i + 1 < len(marks) else max(end, lo)
+
+        def clip(v):
+            return [(max(s, lo), min(e, hi)) for s, e in v if e > lo and s < hi]
+        part = timeline_split(clip(compute), clip(copies))
+        o = out[PHASES[i % len(PHASES)]]
+        for k, v in part.items():
+            o[k] += v
+        o["span"] += hi - lo
+        o["idle"] += hi - lo - sum(part.values())
+    return out
+
+
 def trace_report(path, steps, cfg):
     """--trace: from the Chrome trace, per step, the GPU's busy time (union
     of kernel, copy and set intervals), the kernels' and the copies' sums,
@@ -451,10 +491,13 @@ def trace_report(path, steps, cfg):
     with open(path) as f:
         ev = json.load(f).get("traceEvents", [])
     iv = {"kernel": [], "gpu_memcpy": [], "gpu_memset": []}
-    compute, copies, copy_kernels = [], [], 0
+    compute, copies, copy_kernels, marks = [], [], 0, []
     for e in ev:
         if e.get("ph") == "X" and e.get("cat") in iv:
             span_ = (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+            if e["cat"] == "kernel" and PHASE_MARK in e.get("name", ""):
+                marks.append(span_[0])
+                continue
             iv[e["cat"]].append(span_)
             copy_kernel = e["cat"] == "kernel" and any(k in e.get("name", "") for k in COPY_KERNELS)
             copy_kernels += copy_kernel
@@ -478,6 +521,10 @@ def trace_report(path, steps, cfg):
     log(f"gpu_train[{cfg}] trace: a step: compute alone {ms['compute']:.2f} ms, copies alone {ms['copy']:.2f}, "
         f"both {ms['both']:.2f}, GPU idle {(span - sum(split.values())) / 1e3 / steps:.2f} "
         f"({copy_kernels / steps:.0f} copy kernels)")
+    for p, o in phase_split(compute, copies, marks, end).items():
+        log(f"gpu_train[{cfg}] trace: {p}: {o['span'] / 1e3 / steps:.2f} ms a step: compute alone "
+            f"{o['compute'] / 1e3 / steps:.2f}, copies alone {o['copy'] / 1e3 / steps:.2f}, "
+            f"both {o['both'] / 1e3 / steps:.2f}, GPU idle {o['idle'] / 1e3 / steps:.2f}")
 
 
 def run_child(a, cfg, tmp, peak=0):
@@ -497,6 +544,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--phases"]
     if a.profile:
         args += ["--profile"]
+    if a.gpu_only:
+        args += ["--gpu-only"]
     if a.trace:
         args += ["--trace", a.trace + "." + cfg]
     if a.model_prefetch:

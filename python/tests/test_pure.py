@@ -1518,6 +1518,61 @@ class TestTimelineSplit(unittest.TestCase):
                       out.getvalue())
 
 
+class TestPhaseSplit(unittest.TestCase):
+    """gpu_train.py --gpu-only --trace: the split by phase between marker
+    kernels (pure Python, no torch)."""
+
+    def test_windows(self):
+        import gpu_train
+        # one step: forward 0-10, backward 10-30, optimizer 30-40 (the end);
+        # a copy 5-15 straddles forward and backward
+        out = gpu_train.phase_split([(0, 4), (12, 20), (31, 33)], [(5, 15)], [10, 0, 30], 40)
+        self.assertEqual(out["forward"], {"compute": 4.0, "copy": 5.0, "both": 0.0, "idle": 1.0, "span": 10.0})
+        self.assertEqual(out["backward"], {"compute": 5.0, "copy": 2.0, "both": 3.0, "idle": 10.0, "span": 20.0})
+        self.assertEqual(out["optimizer"], {"compute": 2.0, "copy": 0.0, "both": 0.0, "idle": 8.0, "span": 10.0})
+
+    def test_two_steps_sum(self):
+        import gpu_train
+        out = gpu_train.phase_split([(0, 1), (6, 7)], [], [0, 2, 4, 6, 8, 10], 12)
+        self.assertEqual(out["forward"]["compute"], 2.0)
+        self.assertEqual(out["forward"]["span"], 4.0)
+        self.assertEqual(out["optimizer"]["idle"], 4.0)
+
+    def test_marks_not_in_threes(self):
+        import gpu_train
+        self.assertEqual(gpu_train.phase_split([(0, 1)], [], [0, 2], 5), {})
+        self.assertEqual(gpu_train.phase_split([(0, 1)], [], [], 5), {})
+
+    def test_trace_report_phases(self):
+        # marker kernels are neither compute nor copies, and split the step
+        import contextlib
+        import io
+        import json
+        import tempfile
+        import gpu_train
+        mark = "void at::cuda::(anonymous namespace)::spin_kernel(long)"
+        ev = [{"ph": "X", "cat": "kernel", "name": mark, "ts": 0, "dur": 1},
+              {"ph": "X", "cat": "kernel", "name": "conv", "ts": 1000, "dur": 3000},
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": 2000, "dur": 4000},
+              {"ph": "X", "cat": "kernel", "name": mark, "ts": 8000, "dur": 1},
+              {"ph": "X", "cat": "kernel", "name": "conv_bw", "ts": 9000, "dur": 2000},
+              {"ph": "X", "cat": "kernel", "name": mark, "ts": 12000, "dur": 1},
+              {"ph": "X", "cat": "kernel", "name": "sgd", "ts": 12000, "dur": 1000}]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"traceEvents": ev}, f)
+        try:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                gpu_train.trace_report(f.name, 1, "c")
+        finally:
+            os.unlink(f.name)
+        log = out.getvalue()
+        self.assertIn("; 3 kernels, 1 copies)", log)  # the marks not counted
+        self.assertIn("forward: 8.00 ms a step: compute alone 1.00, copies alone 2.00, both 2.00, GPU idle 3.00", log)
+        self.assertIn("backward: 4.00 ms a step: compute alone 2.00, copies alone 0.00, both 0.00, GPU idle 2.00", log)
+        self.assertIn("optimizer: 1.00 ms a step: compute alone 1.00", log)
+
+
 class TestChildRunner(unittest.TestCase):
     """python/tests/_child.py, the runner gpu_train.py and gpu_cupy.py share."""
 
