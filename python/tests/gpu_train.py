@@ -117,6 +117,32 @@ def call_times(m):
     return out
 
 
+def vmm_ms(m):
+    """With GPUHEAP_CALL_TIMES=1, the manager's physical-memory calls'
+    time so far, ms; None otherwise (or without a manager)."""
+    if m is None or os.environ.get("GPUHEAP_CALL_TIMES") != "1":
+        return None
+    return sum(m.stats().get("vmm_ns", {}).values()) * 1e-6
+
+
+def host_phase_add(acc, marks):
+    """--phases: add one step's host time by phase to acc ({phase: {what:
+    ms}}); marks: (clock, call_times, vmm_ms) at the start of forward,
+    backward, optimizer and at the step's end. Per phase: "host" (the
+    wall time), "vmm" (physical-memory calls) and each kind of call whose
+    time grew."""
+    for i, k in enumerate(("forward", "backward", "optimizer")):
+        (t0, c0, v0), (t1, c1, v1) = marks[i], marks[i + 1]
+        d = acc.setdefault(k, {})
+        d["host"] = d.get("host", 0.0) + (t1 - t0) * 1e3
+        if v0 is not None and v1 is not None:
+            d["vmm"] = d.get("vmm", 0.0) + v1 - v0
+        for c in c1:
+            x = c1[c][1] - c0.get(c, (0, 0.0))[1]
+            if x > 0:
+                d[c] = d.get(c, 0.0) + x
+
+
 # ---------------------------------------------------------------- the model
 def build(torch, a):
     nn, F = torch.nn, torch.nn.functional
@@ -225,6 +251,7 @@ def child(a):
     snap_taken = False
     snap_s = 0.0
     phases = {}  # --phases: GPU ms by phase over the timed steps
+    host_phases = {}  # --phases: the host's ms by phase, and (GPUHEAP_CALL_TIMES=1) the manager's calls in each
     t_step = time.perf_counter()
     for step in range(a.steps):
         if time.monotonic() - t_start > a.time_limit:
@@ -248,6 +275,12 @@ def child(a):
         evs = [torch.cuda.Event(enable_timing=True) for _ in range(4)] if a.phases else None
         if evs:
             evs[0].record()
+        marks_h = [] if evs and step >= a.warmup else None  # the host's clock and calls at each phase's start
+
+        def host_mark():
+            if marks_h is not None:
+                marks_h.append((time.perf_counter(), call_times(m), vmm_ms(m)))
+        host_mark()
         mark = a.profile and a.gpu_only and t0 is not None  # --gpu-only: phases marked on the GPU
         if mark:
             torch.cuda._sleep(0)  # the marker kernel (PHASE_MARK): forward
@@ -281,20 +314,24 @@ def child(a):
                     snap_s += time.perf_counter() - t_snap  # writing the files is not part of the step
             if evs:
                 evs[1].record()
+            host_mark()
             if mark:
                 torch.cuda._sleep(0)  # backward
             loss.backward()
             if evs:
                 evs[2].record()
+            host_mark()
             if mark:
                 torch.cuda._sleep(0)  # optimizer
             opt.step()
             if evs:
                 evs[3].record()
             v = loss.item()
+            host_mark()
             if evs and step >= a.warmup:
                 for i, k in enumerate(("forward", "backward", "optimizer")):
                     phases[k] = phases.get(k, 0.0) + evs[i].elapsed_time(evs[i + 1])
+                host_phase_add(host_phases, marks_h)
         except torch.cuda.OutOfMemoryError as e:
             log(f"gpu_train[{cfg}]: OUT OF MEMORY at step {step}: {e}")
             result["oom"] = True
@@ -319,6 +356,9 @@ def child(a):
         result["phases_ms"] = {k: round(v / timed, 3) for k, v in phases.items()}
         log(f"gpu_train[{cfg}] phases on the GPU, ms a step: " +
             ", ".join(f"{k} {v:.2f}" for k, v in result["phases_ms"].items()))
+        result["host_phases_ms"] = {k: {c: round(x / timed, 3) for c, x in v.items()} for k, v in host_phases.items()}
+        for k, v in result["host_phases_ms"].items():
+            log(f"gpu_train[{cfg}] host {k}, ms a step: " + ", ".join(f"{c} {x:.2f}" for c, x in v.items()))
     if a.profile and t0 is not None:
         prof.__exit__(None, None, None)
         if not a.gpu_only:

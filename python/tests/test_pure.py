@@ -1573,6 +1573,35 @@ class TestPhaseSplit(unittest.TestCase):
         self.assertIn("optimizer: 1.00 ms a step: compute alone 1.00", log)
 
 
+class TestHostPhases(unittest.TestCase):
+    """gpu_train.py --phases: the host's time and the manager's calls by
+    phase (pure Python, no torch)."""
+
+    def test_add(self):
+        import gpu_train
+        acc = {}
+        marks = [(1.000, {"alloc": (3, 1.0), "free": (1, 0.5)}, 10.0),
+                 (1.010, {"alloc": (5, 4.0), "free": (1, 0.5)}, 12.5),
+                 (1.030, {"alloc": (6, 4.5), "free": (4, 2.0)}, 12.5),
+                 (1.031, {"alloc": (6, 4.5), "free": (4, 2.0)}, 12.5)]
+        gpu_train.host_phase_add(acc, marks)
+        gpu_train.host_phase_add(acc, marks)  # a second step adds
+        self.assertAlmostEqual(acc["forward"]["host"], 20.0)
+        self.assertEqual((acc["forward"]["alloc"], acc["forward"]["vmm"]), (6.0, 5.0))
+        self.assertNotIn("free", acc["forward"])  # no time in the phase: left out
+        self.assertEqual((acc["backward"]["alloc"], acc["backward"]["free"], acc["backward"]["vmm"]), (1.0, 3.0, 0.0))
+        self.assertAlmostEqual(acc["optimizer"]["host"], 2.0)
+        self.assertEqual(set(acc["optimizer"]), {"host", "vmm"})
+
+    def test_no_manager(self):
+        import gpu_train
+        acc = {}
+        gpu_train.host_phase_add(acc, [(0.0, {}, None), (0.001, {}, None), (0.002, {}, None), (0.004, {}, None)])
+        self.assertEqual(set(acc["optimizer"]), {"host"})
+        self.assertAlmostEqual(acc["optimizer"]["host"], 2.0)
+        self.assertIsNone(gpu_train.vmm_ms(None))
+
+
 class TestChildRunner(unittest.TestCase):
     """python/tests/_child.py, the runner gpu_train.py and gpu_cupy.py share."""
 
