@@ -79,7 +79,9 @@ def parse_args(argv=None):
     ap.add_argument("--low-watermark", type=float, help="(c)'s eviction target, a fraction of the budget "
                     "(default: the library's)")
     ap.add_argument("--phases", action="store_true", help="time forward, backward and the optimizer step on the GPU "
-                    "(CUDA events on the current stream) and report their ms a step")
+                    "(CUDA events on the current stream) and report their ms a step; also the host's ms in each "
+                    "(to the step's end, after loss.item()) and, with GPUHEAP_CALL_TIMES=1, the manager's calls "
+                    "and physical-memory time in each")
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
     ap.add_argument("--snapshot-dir", help="(c): write the frame map at the end of a forward (json, html, png)")
     ap.add_argument("--time-limit", type=float, default=300, help="seconds per config process")
