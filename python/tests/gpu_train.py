@@ -127,13 +127,18 @@ def vmm_ms(m):
     return sum(m.stats().get("vmm_ns", {}).values()) * 1e-6
 
 
+def host_mark(m):
+    """--phases: the host's clock, call_times(m) and vmm_ms(m) now."""
+    return time.perf_counter(), call_times(m), vmm_ms(m)
+
+
 def host_phase_add(acc, marks):
     """--phases: add one step's host time by phase to acc ({phase: {what:
     ms}}); marks: (clock, call_times, vmm_ms) at the start of forward,
     backward, optimizer and at the step's end. Per phase: "host" (the
     wall time), "vmm" (physical-memory calls) and each kind of call whose
     time grew."""
-    for i, k in enumerate(("forward", "backward", "optimizer")):
+    for i, k in enumerate(PHASES):
         (t0, c0, v0), (t1, c1, v1) = marks[i], marks[i + 1]
         d = acc.setdefault(k, {})
         d["host"] = d.get("host", 0.0) + (t1 - t0) * 1e3
@@ -277,12 +282,9 @@ def child(a):
         evs = [torch.cuda.Event(enable_timing=True) for _ in range(4)] if a.phases else None
         if evs:
             evs[0].record()
-        marks_h = [] if evs and step >= a.warmup else None  # the host's clock and calls at each phase's start
-
-        def host_mark():
-            if marks_h is not None:
-                marks_h.append((time.perf_counter(), call_times(m), vmm_ms(m)))
-        host_mark()
+        marks_h = [] if evs and step >= a.warmup else None  # host_mark at each phase's start and the step's end
+        if marks_h is not None:
+            marks_h.append(host_mark(m))
         mark = a.profile and a.gpu_only and t0 is not None  # --gpu-only: phases marked on the GPU
         if mark:
             torch.cuda._sleep(0)  # the marker kernel (PHASE_MARK): forward
@@ -316,22 +318,25 @@ def child(a):
                     snap_s += time.perf_counter() - t_snap  # writing the files is not part of the step
             if evs:
                 evs[1].record()
-            host_mark()
+            if marks_h is not None:
+                marks_h.append(host_mark(m))
             if mark:
                 torch.cuda._sleep(0)  # backward
             loss.backward()
             if evs:
                 evs[2].record()
-            host_mark()
+            if marks_h is not None:
+                marks_h.append(host_mark(m))
             if mark:
                 torch.cuda._sleep(0)  # optimizer
             opt.step()
             if evs:
                 evs[3].record()
             v = loss.item()
-            host_mark()
+            if marks_h is not None:
+                marks_h.append(host_mark(m))
             if evs and step >= a.warmup:
-                for i, k in enumerate(("forward", "backward", "optimizer")):
+                for i, k in enumerate(PHASES):
                     phases[k] = phases.get(k, 0.0) + evs[i].elapsed_time(evs[i + 1])
                 host_phase_add(host_phases, marks_h)
         except torch.cuda.OutOfMemoryError as e:
