@@ -43,6 +43,9 @@
  *           (probe_inflight() below)
  *   --probe-engine only: which work in flight makes a map wait, and copies
  *           by kernels against the copy engine (probe_engine() below)
+ *   --probe-offset only: whether cuMemMap maps part of a device allocation
+ *           (an offset other than 0), and what that costs against mapping
+ *           a whole allocation of the same size (probe_offset() below)
  */
 #include <algorithm>
 #include <stdio.h>
@@ -910,13 +913,77 @@ static void probe_engine(int reps) {
   PCU(pd.addr_free(base, 5 * bytes));
 }
 
+/* --probe-offset: whether the driver maps part of an allocation. The
+ * manager backs every unit with whole allocations, so a run of 9 frames
+ * and a chunk of 18 trade memory through cuMemRelease and cuMemCreate
+ * (bench/NOTES.md, host side, rows 66 and 83); with maps at an offset one
+ * 18-frame allocation could back two 9-frame units. The driver's
+ * documentation has said the offset "must be zero" and, later, that it
+ * must be a multiple of the granularity: this asks the driver on hand.
+ * One device allocation of 2 * half bytes: its second half mapped alone
+ * (offset = half), filled through that mapping, and read back through a
+ * mapping of the whole allocation (the bytes must be the second half's);
+ * then map + access + unmap of the half at its offset against a whole
+ * allocation of `half` bytes at offset 0 (medians of reps). */
+static void probe_offset(int reps) {
+  probe_load();
+  const size_t half = (size_t)18 << 20, whole = 2 * half;
+  const CUmemAllocationProp p = probe_prop(CU_MEM_LOCATION_TYPE_DEVICE);
+  const CUmemAccessDesc d = probe_access();
+  CUmemGenericAllocationHandle big = 0, small = 0;
+  PCU(pd.create(&big, whole, &p, 0));
+  PCU(pd.create(&small, half, &p, 0));
+  CUdeviceptr va = 0, vb = 0;
+  PCU(pd.reserve(&va, whole, (size_t)2 << 20, 0, 0));
+  PCU(pd.reserve(&vb, whole, (size_t)2 << 20, 0, 0));
+  const CUresult r = pd.map(va, half, half, big, 0);
+  printf("probe-offset: cuMemMap of %zu MiB at offset %zu MiB of a %zu MiB device allocation: CUresult %d (%s)\n",
+         half >> 20, half >> 20, whole >> 20, (int)r, r == CUDA_SUCCESS ? "mapped" : "refused");
+  if (r == CUDA_SUCCESS) {
+    PCU(pd.access(va, half, &d, 1));
+    const size_t words = half / sizeof(uint64_t);
+    fill_words<<<264, 256>>>((uint64_t*)(uintptr_t)va, words, 0x5eedULL);
+    CUDA_OK(cudaDeviceSynchronize());
+    probe_map_rw(vb, whole, big);
+    std::vector<uint64_t> back(words);
+    CUDA_OK(cudaMemcpy(back.data(), (const void*)(uintptr_t)(vb + half), half, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < words; i++) bad += back[i] != (0x5eedULL ^ (i * 0x9e3779b97f4a7c15ull));
+    printf("probe-offset: the bytes written through the offset mapping, read at offset %zu MiB of the whole one: "
+           "%zu of %zu words differ (%s)\n", half >> 20, bad, words, bad ? "NOT the second half" : "the second half");
+    PCU(pd.unmap(vb, whole));
+    PCU(pd.unmap(va, half));
+    std::vector<double> t[2][3];
+    for (int k = -1; k < reps; k++)
+      for (int which = 0; which < 2; which++) {  /* 0: part of big at its offset, 1: small whole */
+        const double t0 = now_s();
+        PCU(pd.map(va, half, which ? 0 : half, which ? small : big, 0));
+        const double t1 = now_s();
+        PCU(pd.access(va, half, &d, 1));
+        const double t2 = now_s();
+        PCU(pd.unmap(va, half));
+        const double t3 = now_s();
+        if (k < 0) continue;
+        t[which][0].push_back(t1 - t0), t[which][1].push_back(t2 - t1), t[which][2].push_back(t3 - t2);
+      }
+    for (int which = 0; which < 2; which++)
+      printf("probe-offset: %s: map %.1f us, access %.1f us, unmap %.1f us (medians of %d)\n",
+             which ? "a whole 18 MiB allocation     " : "18 MiB of 36 MiB at its offset", 1e6 * median(t[which][0]),
+             1e6 * median(t[which][1]), 1e6 * median(t[which][2]), reps);
+  }
+  PCU(pd.addr_free(va, whole));
+  PCU(pd.addr_free(vb, whole));
+  PCU(pd.release(big));
+  PCU(pd.release(small));
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int reps = 7;
   size_t max_mib = 1024;
   const char* csv_path = NULL;
   const char* json_path = NULL;
-  int do_probe = 0, probe_host = 0, probe_ovl = 0, probe_mov = 0, probe_inf = 0, probe_eng = 0;
+  int do_probe = 0, probe_host = 0, probe_ovl = 0, probe_mov = 0, probe_inf = 0, probe_eng = 0, probe_off = 0;
   std::vector<size_t> chunks = {4, 8, 16, 32};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -933,9 +1000,10 @@ int main(int argc, char** argv) {
     else if (!strcmp(argv[i], "--probe-mover")) probe_mov = 1;
     else if (!strcmp(argv[i], "--probe-inflight")) probe_inf = 1;
     else if (!strcmp(argv[i], "--probe-engine")) probe_eng = 1;
+    else if (!strcmp(argv[i], "--probe-offset")) probe_off = 1;
     else {
       fprintf(stderr, "usage: %s [--reps N>=5] [--max-mib M] [--chunks F,...] [--csv PATH] [--json PATH] [--probe] "
-              "[--probe-host] [--probe-overlap] [--probe-mover] [--probe-inflight] [--probe-engine]\n",
+              "[--probe-host] [--probe-overlap] [--probe-mover] [--probe-inflight] [--probe-engine] [--probe-offset]\n",
               argv[0]);
       return 2;
     }
@@ -949,13 +1017,14 @@ int main(int argc, char** argv) {
     return 77;
   }
   CUDA_OK(cudaSetDevice(0));
-  if (probe_host || probe_ovl || probe_mov || probe_inf || probe_eng) {
+  if (probe_host || probe_ovl || probe_mov || probe_inf || probe_eng || probe_off) {
     CUDA_OK(cudaFree(0)); /* a context for the driver calls */
     if (probe_host) probe_host_kinds(reps);
     if (probe_ovl) probe_overlap(reps);
     if (probe_mov) probe_mover(reps);
     if (probe_inf) probe_inflight(reps);
     if (probe_eng) probe_engine(reps);
+    if (probe_off) probe_offset(reps);
     return 0;
   }
   cudaDeviceProp prop;
