@@ -1472,6 +1472,22 @@ else:
 """
 
 
+def trace_report_log(ev):
+    """What gpu_train.trace_report prints for a Chrome trace of events ev
+    (one step, config c)."""
+    import contextlib
+    import gpu_train
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"traceEvents": ev}, f)
+    try:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            gpu_train.trace_report(f.name, 1, "c")
+    finally:
+        os.unlink(f.name)
+    return out.getvalue()
+
+
 class TestTimelineSplit(unittest.TestCase):
     """gpu_train.py --trace: the GPU's time split into compute alone,
     copies alone and both (pure Python, no torch)."""
@@ -1496,26 +1512,13 @@ class TestTimelineSplit(unittest.TestCase):
     def test_trace_report(self):
         # a kernel, gpuheap's copy kernel beside it, an engine copy, a set:
         # the copy kernel counts as a copy
-        import contextlib
-        import io
-        import json
-        import tempfile
-        import gpu_train
         ev = [{"ph": "X", "cat": "kernel", "name": "conv", "ts": 0, "dur": 10000},
               {"ph": "X", "cat": "kernel", "name": "gh_copy_words(uint4 const*, uint4*, unsigned long)", "ts": 5000,
                "dur": 10000},
               {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "ts": 30000, "dur": 5000},
               {"ph": "X", "cat": "gpu_memset", "name": "Memset", "ts": 40000, "dur": 1000}]
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({"traceEvents": ev}, f)
-        try:
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                gpu_train.trace_report(f.name, 1, "c")  # microseconds in, ms out
-        finally:
-            os.unlink(f.name)
         self.assertIn("compute alone 6.00 ms, copies alone 10.00, both 5.00, GPU idle 20.00 (1 copy kernels)",
-                      out.getvalue())
+                      trace_report_log(ev))  # microseconds in, ms out
 
 
 class TestPhaseSplit(unittest.TestCase):
@@ -1545,11 +1548,6 @@ class TestPhaseSplit(unittest.TestCase):
 
     def test_trace_report_phases(self):
         # marker kernels are neither compute nor copies, and split the step
-        import contextlib
-        import io
-        import json
-        import tempfile
-        import gpu_train
         mark = "void at::cuda::(anonymous namespace)::spin_kernel(long)"
         ev = [{"ph": "X", "cat": "kernel", "name": mark, "ts": 0, "dur": 1},
               {"ph": "X", "cat": "kernel", "name": "conv", "ts": 1000, "dur": 3000},
@@ -1558,15 +1556,7 @@ class TestPhaseSplit(unittest.TestCase):
               {"ph": "X", "cat": "kernel", "name": "conv_bw", "ts": 9000, "dur": 2000},
               {"ph": "X", "cat": "kernel", "name": mark, "ts": 12000, "dur": 1},
               {"ph": "X", "cat": "kernel", "name": "sgd", "ts": 12000, "dur": 1000}]
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({"traceEvents": ev}, f)
-        try:
-            out = io.StringIO()
-            with contextlib.redirect_stdout(out):
-                gpu_train.trace_report(f.name, 1, "c")
-        finally:
-            os.unlink(f.name)
-        log = out.getvalue()
+        log = trace_report_log(ev)
         self.assertIn("; 3 kernels, 1 copies)", log)  # the marks not counted
         self.assertIn("forward: 8.00 ms a step: compute alone 1.00, copies alone 2.00, both 2.00, GPU idle 3.00", log)
         self.assertIn("backward: 4.00 ms a step: compute alone 2.00, copies alone 0.00, both 0.00, GPU idle 2.00", log)
