@@ -8,6 +8,11 @@ each in its own process, and check that gpuheap changes nothing but memory.
   (c) gpuheap_half_offload  gpuheap.torch.enable(device_budget = half of (a)'s
                             peak), gpuheap.torch.offload(mode=--offload-mode,
                             "cold" by default) around the forward pass
+  (d) save_on_cpu           with --reference-csv only: PyTorch's own offload,
+                            torch.autograd.graph.save_on_cpu(pin_memory=True)
+                            around the forward pass, on the default allocator
+                            (every saved tensor copied to pinned host memory
+                            and back; no budget): what (c) is compared with
 
 Checks: the losses of (b) and (c) equal (a)'s bit for bit at every step;
 (c) evicted frames (evictions > 0) and met no out-of-memory. Determinism:
@@ -23,6 +28,8 @@ above). device_budget_gib: for (a) the card's memory,
 for (b) and (c) the manager's device budget. ms_per_step: mean over the
 steps after --warmup, synchronized. bytes_moved_per_step: gpuheap's
 bytes_evicted + bytes_restored over those steps, per step (0 for (a)).
+--reference-csv writes (a) and (d) in the same form; (d)'s bytes moved are
+twice the bytes of the CUDA tensors its pack hook copied out.
 
 Exit: 0 pass, 1 fail, 77 skipped (no torch, no CUDA device, no libgpuheap).
 Every line of progress is flushed; each child runs under --time-limit.
@@ -39,7 +46,7 @@ from _child import PYDIR, SKIP, log, run, torch_or_skip
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is imported
 
-CONFIGS = {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload"}  # CSV: the letter; log: the name
+CONFIGS = {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload", "d": "save_on_cpu"}  # CSV: the letter; log: the name
 
 
 def parse_args(argv=None):
@@ -83,6 +90,8 @@ def parse_args(argv=None):
                     "(to the step's end, after loss.item()) and, with GPUHEAP_CALL_TIMES=1, the manager's calls "
                     "and physical-memory time in each")
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
+    ap.add_argument("--reference-csv", help="also run (d), PyTorch's own offload (save_on_cpu), and write the "
+                    "rows of (a) and (d) here")
     ap.add_argument("--snapshot-dir", help="(c): write the frame map at the end of a forward (json, html, png)")
     ap.add_argument("--time-limit", type=float, default=300, help="seconds per config process")
     ap.add_argument("--only", choices=sorted(CONFIGS), help="run one config in this process (internal)")
@@ -148,6 +157,16 @@ def host_phase_add(acc, marks):
             x = c1[c][1] - c0.get(c, (0, 0.0))[1]
             if x > 0:
                 d[c] = d.get(c, 0.0) + x
+
+
+def counting_pack(inner, counter):
+    """(d): a pack hook that adds the bytes of each CUDA tensor it is given
+    to counter[0], then packs it with `inner` (save_on_cpu's own hook)."""
+    def pack(t):
+        if t.is_cuda:
+            counter[0] += t.numel() * t.element_size()
+        return inner(t)
+    return pack
 
 
 # ---------------------------------------------------------------- the model
@@ -247,11 +266,16 @@ def child(a):
         kw = {} if a.prefetch_distance is None else {"prefetch_distance": a.prefetch_distance}
         off = ght.offload(mode=a.offload_mode, keep_last=a.keep_last, prefetch_weights=not a.no_unpack_weights,
                           quiet=quiet, prefetch_ahead=not a.no_prefetch_ahead, **kw)
+    packed = [0]  # (d): bytes of CUDA tensors copied out by save_on_cpu's pack hook
+    if cfg == "d":
+        off = torch.autograd.graph.save_on_cpu(pin_memory=True)
+        off.pack_hook = counting_pack(off.pack_hook, packed)
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
     t0 = None
     moved0 = 0
+    packed0 = 0
     s0 = {}
     c0 = {}
     dev_max = 0
@@ -273,6 +297,7 @@ def child(a):
                 prof = torch.profiler.profile(activities=acts)
                 prof.__enter__()
             t0 = time.perf_counter()
+            packed0 = packed[0]
             if m is not None:
                 s0 = m.stats()
                 moved0 = s0["bytes_evicted"] + s0["bytes_restored"]
@@ -380,7 +405,7 @@ def child(a):
     if m is None:
         result["peak"] = torch.cuda.max_memory_allocated()
         result["device_budget"] = torch.cuda.get_device_properties(0).total_memory
-        result["bytes_moved_per_step"] = 0
+        result["bytes_moved_per_step"] = 2 * (packed[0] - packed0) / timed if cfg == "d" and timed > 0 else 0
     else:
         s = m.stats()
         result["stats"] = s
@@ -412,7 +437,8 @@ def child(a):
         with open(a.out, "w") as f:
             json.dump(result, f, indent=1)
     log(f"gpu_train[{cfg}] ({CONFIGS[cfg]}): {result['steps_done']} steps, {result['ms_per_step']:.2f} ms/step, "
-        f"{result['bytes_moved_per_step'] / 1e9:.3f} GB moved/step")
+        f"{result['bytes_moved_per_step'] / 1e9:.3f} GB moved/step" +
+        (f", peak {result['peak'] / 2**30:.3f} GiB" if "peak" in result else ""))
     if result.get("per_step"):
         log(f"gpu_train[{cfg}]: per step {json.dumps(result['per_step'])}")
     return 0
@@ -621,7 +647,7 @@ CSV_HEADER = ["config", "ms_per_step", "device_budget_gib", "bytes_moved_per_ste
 
 def write_csv(path, results):
     """One row per finished config of results [(letter, result or None)]:
-    config is the letter (a, b, c)."""
+    config is the letter (a, b, c; d in --reference-csv)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -649,6 +675,11 @@ def parent(a):
         if rc2 == SKIP:
             return SKIP
         results = [("a", ra), ("b", rb), ("c", rcc)]
+        rd = None
+        if a.reference_csv:
+            rd, rc3 = run_child(a, "d", tmp)
+            if rc3 or rd is None:
+                fails.append("config d did not finish")
     if rc or rb is None:
         fails.append("config b did not finish")
     if rc2 or rcc is None:
@@ -677,6 +708,15 @@ def parent(a):
     if a.csv:
         write_csv(a.csv, results)
         log(f"gpu_train: wrote {a.csv}")
+    if rd is not None:
+        # PyTorch's own offload: reported, not a check of gpuheap (its losses
+        # are expected to equal (a)'s: the copies are exact).
+        same = "bitwise equal to" if rd["losses"] == ra["losses"] else "DIFFERENT from"
+        log(f"gpu_train: (d) save_on_cpu: {rd['ms_per_step']:.2f} ms/step ({rd['ms_per_step'] / ra['ms_per_step']:.2f}x "
+            f"(a)), peak {rd['peak'] / 2**30:.3f} GiB, {rd['bytes_moved_per_step'] / 1e9:.3f} GB moved/step, "
+            f"losses {same} (a)'s")
+        write_csv(a.reference_csv, [("a", ra), ("d", rd)])
+        log(f"gpu_train: wrote {a.reference_csv}")
     for f in fails:
         log("gpu_train: FAIL: " + f)
     if not fails:

@@ -1592,6 +1592,38 @@ class TestHostPhases(unittest.TestCase):
         self.assertIsNone(gpu_train.vmm_ms(None))
 
 
+class TestReferenceConfig(unittest.TestCase):
+    """gpu_train.py --reference-csv: config (d), PyTorch's save_on_cpu, its
+    bytes counted by a wrapper of its pack hook (pure Python, no torch)."""
+
+    class T:  # what counting_pack reads of a tensor
+        def __init__(self, cuda, n, size):
+            self.is_cuda, self.n, self.size = cuda, n, size
+
+        def numel(self):
+            return self.n
+
+        def element_size(self):
+            return self.size
+
+    def test_counting_pack(self):
+        import gpu_train
+        got, counter = [], [0]
+        pack = gpu_train.counting_pack(lambda t: got.append(t) or ("packed", t), counter)
+        a, b, c = self.T(True, 1000, 4), self.T(False, 50, 8), self.T(True, 3, 2)
+        self.assertEqual(pack(a), ("packed", a))  # inner's result, unchanged
+        pack(b)
+        pack(c)
+        self.assertEqual(got, [a, b, c])  # every tensor packed by the inner hook, in order
+        self.assertEqual(counter[0], 4000 + 6)  # host tensors are not counted
+
+    def test_options(self):
+        import gpu_train
+        a = gpu_train.parse_args(["--reference-csv", "r.csv", "--only", "d"])
+        self.assertEqual((a.reference_csv, a.only), ("r.csv", "d"))
+        self.assertIsNone(gpu_train.parse_args([]).reference_csv)
+
+
 class TestChildRunner(unittest.TestCase):
     """python/tests/_child.py, the runner gpu_train.py and gpu_cupy.py share."""
 
@@ -1622,7 +1654,8 @@ class TestChildRunner(unittest.TestCase):
 
     def test_train_csv(self):
         import gpu_train
-        self.assertEqual(gpu_train.CONFIGS, {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload"})
+        self.assertEqual(gpu_train.CONFIGS, {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload",
+                                             "d": "save_on_cpu"})
         r = {"losses": [(1.5).hex(), (0.25).hex()], "ms_per_step": 15.04, "device_budget": 3 << 29,
              "bytes_moved_per_step": 1e9}
         with tempfile.TemporaryDirectory() as d:
