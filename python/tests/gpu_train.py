@@ -89,6 +89,8 @@ def parse_args(argv=None):
                     "(CUDA events on the current stream) and report their ms a step; also the host's ms in each "
                     "(to the step's end, after loss.item()) and, with GPUHEAP_CALL_TIMES=1, the manager's calls "
                     "and physical-memory time in each")
+    ap.add_argument("--hook-times", action="store_true", help="(c): time the offload hooks on the host (pack, "
+                    "unpack and the methods they call, inclusive) and report their ms a step")
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
     ap.add_argument("--reference-csv", help="also run (d), PyTorch's own offload (save_on_cpu), and write the "
                     "rows of (a) and (d) here")
@@ -167,6 +169,26 @@ def counting_pack(inner, counter):
             counter[0] += t.numel() * t.element_size()
         return inner(t)
     return pack
+
+
+# The Offload methods --hook-times times (inclusive: a method's time
+# includes the timed methods it calls).
+HOOK_METHODS = ("pack", "unpack", "_quiet_scan", "_start_backward", "_quiet_alone", "_is_alone", "_hint")
+
+
+def time_hooks(off, acc, names=HOOK_METHODS):
+    """--hook-times: wrap off's methods `names` (instance attributes, so
+    that saved_tensors_hooks and the methods' own calls go through them)
+    with timers adding [calls, seconds] to acc[name]."""
+    for name in names:
+        def timed(*args, _f=getattr(off, name), _c=acc.setdefault(name, [0, 0.0]), **kw):
+            t = time.perf_counter()
+            try:
+                return _f(*args, **kw)
+            finally:
+                _c[0] += 1
+                _c[1] += time.perf_counter() - t
+        setattr(off, name, timed)
 
 
 # ---------------------------------------------------------------- the model
@@ -266,6 +288,9 @@ def child(a):
         kw = {} if a.prefetch_distance is None else {"prefetch_distance": a.prefetch_distance}
         off = ght.offload(mode=a.offload_mode, keep_last=a.keep_last, prefetch_weights=not a.no_unpack_weights,
                           quiet=quiet, prefetch_ahead=not a.no_prefetch_ahead, **kw)
+    hook_acc = {}  # --hook-times: [calls, seconds] by method
+    if a.hook_times and cfg == "c" and off is not None:
+        time_hooks(off, hook_acc)
     packed = [0]  # (d): bytes of CUDA tensors copied out by save_on_cpu's pack hook
     if cfg == "d":
         off = torch.autograd.graph.save_on_cpu(pin_memory=True)
@@ -298,6 +323,8 @@ def child(a):
                 prof.__enter__()
             t0 = time.perf_counter()
             packed0 = packed[0]
+            for c in hook_acc.values():  # the timed steps only
+                c[0], c[1] = 0, 0.0
             if m is not None:
                 s0 = m.stats()
                 moved0 = s0["bytes_evicted"] + s0["bytes_restored"]
@@ -391,6 +418,10 @@ def child(a):
         result["host_phases_ms"] = {k: {c: round(x / timed, 3) for c, x in v.items()} for k, v in host_phases.items()}
         for k, v in result["host_phases_ms"].items():
             log(f"gpu_train[{cfg}] host {k}, ms a step: " + ", ".join(f"{c} {x:.2f}" for c, x in v.items()))
+    if hook_acc and timed > 0:
+        result["hook_ms"] = {k: (round(c[0] / timed, 2), round(c[1] * 1e3 / timed, 3)) for k, c in hook_acc.items()}
+        log(f"gpu_train[{cfg}] hooks on the host (inclusive), calls and ms a step: " +
+            ", ".join(f"{k} {n:.0f} {ms:.2f}" for k, (n, ms) in result["hook_ms"].items()))
     if a.profile and t0 is not None:
         prof.__exit__(None, None, None)
         if not a.gpu_only:
@@ -615,6 +646,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--host-ops"]
     if a.phases:
         args += ["--phases"]
+    if a.hook_times:
+        args += ["--hook-times"]
     if a.profile:
         args += ["--profile"]
     if a.gpu_only:
