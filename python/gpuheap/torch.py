@@ -279,7 +279,18 @@ def evict(tensor, manager=None):
 
 
 def _current_stream(device=None):
+    """The handle (an int) of the current CUDA stream of `device` (a
+    torch.device, an index or None: the current device). Through the C
+    bindings where this torch has them: torch.cuda.current_stream builds a
+    Stream object and counts the devices at every call, ~10 us, and the
+    offload hooks ask ~115 times a training step (bench/NOTES.md, host side,
+    row 89)."""
     torch = _torch()
+    c = torch._C
+    raw, cur = getattr(c, "_cuda_getCurrentRawStream", None), getattr(c, "_cuda_getDevice", None)
+    if raw is not None and cur is not None and not isinstance(device, str):
+        idx = device if isinstance(device, int) else getattr(device, "index", None)
+        return raw(cur() if idx is None else idx)
     return torch.cuda.current_stream(device).cuda_stream
 
 

@@ -1624,6 +1624,71 @@ class TestReferenceConfig(unittest.TestCase):
         self.assertIsNone(gpu_train.parse_args([]).reference_csv)
 
 
+class TestHookTimes(unittest.TestCase):
+    """gpu_train.py --hook-times: the offload hooks wrapped with timers
+    (pure Python, no torch)."""
+
+    def test_wraps_instance_methods(self):
+        import gpu_train
+
+        class Off:
+            def pack(self, t):
+                self.inner(t)
+                return ("p", t)
+
+            def inner(self, t):
+                if t < 0:
+                    raise ValueError(t)
+
+        off, acc = Off(), {}
+        gpu_train.time_hooks(off, acc, ("pack", "inner"))
+        self.assertEqual(off.pack(3), ("p", 3))  # the result passes through
+        off.pack(4)
+        with self.assertRaises(ValueError):
+            off.pack(-1)  # an exception passes through, and is counted
+        self.assertEqual((acc["pack"][0], acc["inner"][0]), (3, 3))  # pack's own call of inner went through its timer
+        self.assertGreaterEqual(acc["pack"][1], acc["inner"][1])  # inclusive
+        self.assertEqual(set(gpu_train.HOOK_METHODS) & {"pack", "unpack"}, {"pack", "unpack"})
+        self.assertTrue(gpu_train.parse_args(["--hook-times"]).hook_times)
+
+
+class TestCurrentStream(unittest.TestCase):
+    """gpuheap.torch._current_stream: the current stream's handle through the
+    C bindings where torch has them, torch.cuda.current_stream otherwise
+    (with a stand-in for torch)."""
+
+    def fake(self, raw=True):
+        import types
+        calls = []
+        c = types.SimpleNamespace(_cuda_getDevice=lambda: calls.append("dev") or 3)
+        if raw:
+            c._cuda_getCurrentRawStream = lambda i: calls.append(("raw", i)) or 0x1000 + i
+        cuda = types.SimpleNamespace(current_stream=lambda d=None: calls.append(("obj", d)) or
+                                     types.SimpleNamespace(cuda_stream=0x2000))
+        return types.SimpleNamespace(_C=c, cuda=cuda), calls
+
+    def test_raw(self):
+        import types
+        from unittest import mock
+        import gpuheap.torch as ght
+        fake, calls = self.fake()
+        with mock.patch.object(ght, "_torch", lambda: fake):
+            self.assertEqual(ght._current_stream(), 0x1003)  # the current device's
+            self.assertEqual(ght._current_stream(types.SimpleNamespace(index=1)), 0x1001)  # a torch.device's
+            self.assertEqual(ght._current_stream(types.SimpleNamespace(index=None)), 0x1003)  # "cuda": current
+            self.assertEqual(ght._current_stream(2), 0x1002)
+            self.assertEqual(ght._current_stream("cuda:1"), 0x2000)  # a name: torch parses it
+        self.assertEqual(calls, ["dev", ("raw", 3), ("raw", 1), "dev", ("raw", 3), ("raw", 2), ("obj", "cuda:1")])
+
+    def test_fallback(self):
+        from unittest import mock
+        import gpuheap.torch as ght
+        fake, calls = self.fake(raw=False)
+        with mock.patch.object(ght, "_torch", lambda: fake):
+            self.assertEqual(ght._current_stream("cuda:0"), 0x2000)
+        self.assertEqual(calls, [("obj", "cuda:0")])
+
+
 class TestChildRunner(unittest.TestCase):
     """python/tests/_child.py, the runner gpu_train.py and gpu_cupy.py share."""
 
