@@ -332,14 +332,21 @@ def child(a):
         x, y = xs[step % len(xs)], ys[step % len(ys)]
         opt.zero_grad(set_to_none=True)
         evs = [torch.cuda.Event(enable_timing=True) for _ in range(4)] if a.phases else None
-        if evs:
-            evs[0].record()
         marks_h = [] if evs and step >= a.warmup else None  # host_mark at each phase's start and the step's end
-        if marks_h is not None:
-            marks_h.append(host_mark(m))
         mark = a.profile and a.gpu_only and t0 is not None  # --gpu-only: phases marked on the GPU
-        if mark:
-            torch.cuda._sleep(0)  # the marker kernel (PHASE_MARK): forward
+
+        def edge(i, sync=None):
+            """The start of phase i (PHASES; 3: the step's end, after sync()):
+            its CUDA event, the host's marks and the marker kernel."""
+            if evs:
+                evs[i].record()
+            r = sync() if sync else None
+            if marks_h is not None:
+                marks_h.append(host_mark(m))
+            if mark and i < len(PHASES):
+                torch.cuda._sleep(0)  # the marker kernel (PHASE_MARK)
+            return r
+        edge(0)
         mode = None
         if a.host_ops and m is not None and step == a.steps - 1:
             mode, host_counts = host_ops_mode(torch, m)
@@ -368,25 +375,11 @@ def child(a):
                         log(f"gpu_train[{cfg}]: no PNG: {e}")
                     snap_taken = True
                     snap_s += time.perf_counter() - t_snap  # writing the files is not part of the step
-            if evs:
-                evs[1].record()
-            if marks_h is not None:
-                marks_h.append(host_mark(m))
-            if mark:
-                torch.cuda._sleep(0)  # backward
+            edge(1)
             loss.backward()
-            if evs:
-                evs[2].record()
-            if marks_h is not None:
-                marks_h.append(host_mark(m))
-            if mark:
-                torch.cuda._sleep(0)  # optimizer
+            edge(2)
             opt.step()
-            if evs:
-                evs[3].record()
-            v = loss.item()
-            if marks_h is not None:
-                marks_h.append(host_mark(m))
+            v = edge(3, loss.item)
             if evs and step >= a.warmup:
                 for i, k in enumerate(PHASES):
                     phases[k] = phases.get(k, 0.0) + evs[i].elapsed_time(evs[i + 1])
