@@ -40,9 +40,11 @@
  * Physical allocations of several frames ("slabs", frames.h) make the
  * remap cheap: the probe above, per 2 MiB, 35.6 us (device) / 76 us (host)
  * of map + access + unmap with one allocation a frame, 1.1 / 22 us with one
- * allocation of 64 MiB. cuMemMap maps a whole allocation (offset 0) and
- * cuMemUnmap must cover whole mappings, so the bookkeeping records where
- * each mapping starts.
+ * allocation of 64 MiB. cuMemMap maps a whole allocation (offset 0: the
+ * H200's driver 580 refuses part of one, CUDA_ERROR_NOT_SUPPORTED, as
+ * `bench_evict --probe-offset` found; bench/NOTES.md, host side, row 85)
+ * and cuMemUnmap must cover whole mappings, so the bookkeeping records
+ * where each mapping starts.
  *
  * Bookkeeping (all host-side, serialized by the caller as frames.h says):
  * a bitmap of the range's frames that are mapped, a bitmap of the frames
