@@ -380,6 +380,11 @@ int main(int argc, char** argv) {
       _gh_tmgr_sim_frames(tm, GH_TIER_HOST, &hmap, &hunmap) == GH_OK)
     printf("\nframes mapped / unmapped: device memory %" PRIu64 " / %" PRIu64 ", host memory %" PRIu64 " / %" PRIu64,
            dmap, dunmap, hmap, hunmap);
+  if (_gh_tmgr_sim_allocs(tm, GH_TIER_DEVICE, &dmap, &dunmap) == GH_OK &&
+      _gh_tmgr_sim_allocs(tm, GH_TIER_HOST, &hmap, &hunmap) == GH_OK)
+    printf("\nallocations mapped / unmapped (the driver's cost): device memory %" PRIu64 " / %" PRIu64
+           ", host memory %" PRIu64 " / %" PRIu64,
+           dmap, dunmap, hmap, hunmap);
   printf("\ncached frames %zu, spare frames %zu, device frames %zu, host frames %zu, pending frees %zu, "
          "peak tensor bytes %zu\n",
          s.cached_frames, s.spare_frames, s.frames[GH_TIER_DEVICE], s.frames[GH_TIER_HOST], s.pending_frees,

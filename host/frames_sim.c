@@ -110,6 +110,7 @@ struct gh_frames_s {
   uint64_t value_waits;       /* stream_wait_value calls */
   uint64_t copies_to_host;    /* copy_to_host calls that copied */
   uint64_t frames_mapped[GH_TIER_COUNT], frames_unmapped[GH_TIER_COUNT]; /* by the tier of their memory */
+  uint64_t allocs_mapped[GH_TIER_COUNT], allocs_unmapped[GH_TIER_COUNT]; /* mappings made and undone, by tier */
   uint32_t fail_map;          /* tests: the fail_map-th map from now fails (0: none) */
   uint32_t fail_event;        /* tests: the fail_event-th event record from now fails (0: none) */
   uint32_t fail_copy;         /* tests: the fail_copy-th copy from now fails (0: none) */
@@ -351,6 +352,7 @@ static int gh_sim_map(gh_frames_t* f, uint8_t* va, const gh_pframe_t* pfs, size_
     off += len;
   }
   for (size_t i = 0; i < total; i++) f->frames_mapped[f->mapped[v0 + i] >> GH_SIM_TIER_SHIFT]++;  /* all mapped */
+  for (size_t i = 0; i < n; i++) f->allocs_mapped[pfs[i] >> GH_SIM_TIER_SHIFT]++;
   return GH_OK;
 }
 
@@ -379,6 +381,7 @@ static int gh_sim_unmap(gh_frames_t* f, uint8_t* va, size_t n) {
       gh_sim_tier_t* T = gh_sim_decode(f, f->mapped[i], &s);
       T->map_count[s]--;
       f->head[i] = 0;
+      f->allocs_unmapped[f->mapped[i] >> GH_SIM_TIER_SHIFT]++;
     }
     f->frames_unmapped[f->mapped[i] >> GH_SIM_TIER_SHIFT]++;
     f->mapped[i] = 0;
@@ -614,6 +617,12 @@ void _gh_frames_sim_frames(gh_frames_t* f, gh_tier_t tier, uint64_t* mapped, uin
   const int ok = f && gh_sim_tier_ok(tier);
   if (mapped) *mapped = ok ? f->frames_mapped[tier] : 0;
   if (unmapped) *unmapped = ok ? f->frames_unmapped[tier] : 0;
+}
+
+void _gh_frames_sim_allocs(gh_frames_t* f, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
+  const int ok = f && gh_sim_tier_ok(tier);
+  if (mapped) *mapped = ok ? f->allocs_mapped[tier] : 0;
+  if (unmapped) *unmapped = ok ? f->allocs_unmapped[tier] : 0;
 }
 
 void _gh_frames_sim_fail_map(gh_frames_t* f, uint32_t nth) {

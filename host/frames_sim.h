@@ -33,8 +33,13 @@ uint64_t _gh_frames_sim_value_waits(gh_frames_t* f);
 /* copy_to_host calls so far that copied something. */
 uint64_t _gh_frames_sim_copies_to_host(gh_frames_t* f);
 /* Frames of `tier`'s memory mapped and unmapped so far (a page-table entry
- * each: what the driver's map and unmap calls cost by, more than by call). */
+ * each). */
 void _gh_frames_sim_frames(gh_frames_t* f, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped);
+/* Allocations of `tier`'s memory mapped and unmapped so far (a mapping
+ * each, whatever its frames): what the driver's map, access and unmap
+ * calls cost by on the H200, more than by frame or by call
+ * (bench/NOTES.md, host side, row 88). */
+void _gh_frames_sim_allocs(gh_frames_t* f, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped);
 /* Tests: the nth map call from now (1: the next) fails with
  * GH_ERR_DEVICE_NOMEM and maps nothing, as a driver out of memory for
  * page tables would; 0 cancels. */

@@ -3648,6 +3648,9 @@ int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh
 int _gh_tmgr_sim_frames(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
   GH_TM_SIM_CALL(tm, _gh_frames_sim_frames(tm->fr, tier, mapped, unmapped));
 }
+int _gh_tmgr_sim_allocs(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
+  GH_TM_SIM_CALL(tm, _gh_frames_sim_allocs(tm->fr, tier, mapped, unmapped));
+}
 
 int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n) {
   if (!n) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_sim_copies_to_host: NULL");

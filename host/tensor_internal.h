@@ -72,6 +72,9 @@ int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n);
 /* Simulation: frames of `tier`'s memory mapped and unmapped so far (either
  * pointer may be NULL). */
 int _gh_tmgr_sim_frames(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped);
+/* Simulation: allocations of `tier`'s memory mapped and unmapped so far
+ * (_gh_frames_sim_allocs; either pointer may be NULL). */
+int _gh_tmgr_sim_allocs(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped);
 /* Tests only, simulation: the nth event record from now fails as a failing
  * cudaEventRecord would; 0 cancels. *recorded (may be NULL): the event
  * records that succeeded so far, to count those a call makes. */

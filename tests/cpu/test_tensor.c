@@ -2347,10 +2347,11 @@ static void held_copy_no_event(void) {
   }
 }
 
-/* The simulation counts frames mapped and unmapped by their memory's tier:
- * a run of 2 frames maps 2 device frames; empty_cache after its free
- * unmaps them; an eviction unmaps the home's device frames and maps host
- * memory there (plus the device alias its copy reads through). */
+/* The simulation counts frames and allocations mapped and unmapped by
+ * their memory's tier: a run of 2 frames in one chunk maps 2 device frames,
+ * one allocation; empty_cache after its free unmaps them; an eviction
+ * unmaps the home's device frames and maps host memory there (plus the
+ * device alias its copy reads through). */
 static void sim_frames(void) {
   gh_tmgr_t* tm = make_tm(8, 32, 0, 0);
   if (!tm) return;
@@ -2359,16 +2360,27 @@ static void sim_frames(void) {
   CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dm0, &du0) == GH_OK);
   CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_HOST, &hm0, &hu0) == GH_OK);
   void *a = NULL, *b = NULL;
+  uint64_t am0 = 0, au0 = 0, ahm0 = 0, am = 0, au = 0, ahm = 0, ahu = 0;
+  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_DEVICE, &am0, &au0) == GH_OK);
+  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_HOST, &ahm0, NULL) == GH_OK);
   CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &a) == GH_OK);
   CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dm, &du) == GH_OK);
   CHECK_EQ_U64(dm - dm0, 2);
   CHECK_EQ_U64(du - du0, 0);
+  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_DEVICE, &am, &au) == GH_OK);
+  CHECK_EQ_U64(am - am0, 1);             /* one allocation of 2 frames */
+  CHECK_EQ_U64(au - au0, 0);
   CHECK(gh_tensor_evict(tm, a) == GH_OK);
   CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dm, &du) == GH_OK);
   CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_HOST, &hm, &hu) == GH_OK);
   CHECK_EQ_U64(du - du0, 2);             /* its home */
   CHECK_EQ_U64(dm - dm0, 4);             /* and the alias the copy read through */
   CHECK(hm - hm0 >= 2 && hu == hu0);     /* host memory at home (and at its alias, if new) */
+  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_DEVICE, &am, &au) == GH_OK);
+  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_HOST, &ahm, &ahu) == GH_OK);
+  CHECK_EQ_U64(au - au0, 1);             /* the home's one mapping */
+  CHECK_EQ_U64(am - am0, 2);             /* and the alias */
+  CHECK(ahm - ahm0 >= 1 && ahm - ahm0 <= hm - hm0);  /* host allocations: at most one a frame */
   CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, NULL, &b) == GH_OK);
   CHECK(gh_tensor_free(tm, b, NULL) == GH_OK);
   CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
@@ -2376,6 +2388,9 @@ static void sim_frames(void) {
   CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, &dm, &du) == GH_OK);
   CHECK_EQ_U64(dm - du, 0);              /* every device frame mapped is unmapped again */
   CHECK(_gh_tmgr_sim_frames(tm, GH_TIER_DEVICE, NULL, NULL) == GH_OK);
+  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_DEVICE, &am, &au) == GH_OK);
+  CHECK_EQ_U64(am - au, 0);              /* every device mapping is undone */
+  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_HOST, NULL, NULL) == GH_OK);
   model_t m = {0};
   drain_and_destroy(tm, &m);
 }
