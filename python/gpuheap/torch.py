@@ -549,6 +549,9 @@ def _torch_ptr(t):
 
 
 OFFLOAD_MODES = ("cold", "evict")
+# Offload's counter for each hint sent ("use" counts nothing; the rest "prefetched").
+_HINT_COUNTER = {"advise": "advised", "evict": "evicted", "weights": "weights_prefetched", "quiet": "quieted",
+                 "quiet_forward": "quieted_forward", "ahead": "prefetched"}
 
 
 class Offload:
@@ -674,7 +677,8 @@ class Offload:
         self.quiet = quiet if quiet == "auto" else bool(quiet)
         self._quiet_forward = quiet == "auto"
         self._alone = alone  # tests: (tensor, packs) -> whether autograd alone can reach it
-        self._qcur = 0  # where the next look for tensors gone quiet starts (_quiet_scan)
+        self._cold = []  # entries advised cold, not yet quiet nor unpacked: _quiet_scan's candidates
+        self._qcur = 0  # where in _cold the next look for tensors gone quiet starts
         self.prefetch_ahead = bool(prefetch_ahead)
         self._backward = False  # an unpack ran since the last pack
         self._manager = manager
@@ -721,6 +725,8 @@ class Offload:
                     if v.alive() and not v.hinted and not v.unpacked:
                         v.hinted = True
                         victim = v
+                        if self._quiet_forward:
+                            self._cold.append(v)
         if victim is not None:
             self._hint("advise" if self.mode == "cold" else "evict", victim)
         if self._quiet_forward and self.mode == "cold":
@@ -751,20 +757,25 @@ class Offload:
         unpack reads them), up to QUIET_SCAN of them looked at per pack, in
         turn. Their evictions then leave their addresses unmapped (the
         manager's homeless evictions), saving the driver's page-table calls
-        for host memory. A torch that cannot tell turns it off, warned once."""
+        for host memory. A torch that cannot tell turns it off, warned once.
+        The candidates are kept in a list of their own (_cold), so that a
+        pack looks at them alone, not at every tensor saved so far (~30 a
+        step in the training run: bench/NOTES.md, host side, row 94)."""
         with self._lock:
-            entries, n = self._entries, len(self._entries)
-            cand = []
-            i = self._qcur % n if n else 0
-            for _ in range(n):
-                x = entries[i]
-                i = i + 1 if i + 1 < n else 0
-                if x.hinted and not x.quiet and not x.unpacked and x.alive():
-                    cand.append(x)
-                    if len(cand) == self.QUIET_SCAN:
-                        break
-            self._qcur = i
-        self._quiet_alone(cand, "quiet_forward")
+            cold = self._cold
+            if not cold:
+                return
+            if len(cold) > self.QUIET_SCAN or not all(x.alive() and not (x.quiet or x.unpacked) for x in cold):
+                cold[:] = [x for x in cold if not (x.quiet or x.unpacked) and x.alive()]
+            n = len(cold)
+            if n <= self.QUIET_SCAN:
+                cand = list(cold)
+            else:
+                i = self._qcur % n
+                cand = [cold[(i + k) % n] for k in range(self.QUIET_SCAN)]
+                self._qcur = i + self.QUIET_SCAN
+        if cand:
+            self._quiet_alone(cand, "quiet_forward")
 
     def _quiet_alone(self, cand, what):
         """Advise QUIET those of cand that only autograd reaches (quiet="auto");
@@ -822,7 +833,7 @@ class Offload:
             self._start_backward()
         # Weights autograd saved: on the device before their backward.
         if ptr and self.prefetch_weights and ptr in _protected:
-            self._hint("weights", _Entry(t, ptr, 0, -1))
+            self._hint("weights", None, ptr=ptr)
             return t
         with self._lock:
             e = self._by_ptr.get(ptr) if ptr else None
@@ -853,28 +864,34 @@ class Offload:
                     # before its copies land (whatever else holds it might).
                     x.ahead = self.prefetch_ahead and self._is_alone(x) is True
                     todo.append(("ahead" if x.ahead else "prefetch", x))
-        for what, x in todo:
-            self._hint(what, x)
+        if todo:
+            stream = self._stream()  # one handle for the unpack's hints
+            for what, x in todo:
+                self._hint(what, x, stream)
         return t
 
-    def _hint(self, what, e):
+    def _hint(self, what, e, stream=None, ptr=None):
+        """Send one hint for entry e (or, for "weights", for storage ptr
+        alone); prefetches go on `stream` (None: self._stream() now)."""
+        if e is not None:
+            ptr = e.ptr
         try:
             if what == "advise":
-                self.manager.advise(e.ptr, Advice.COLD)
+                self.manager.advise(ptr, Advice.COLD)
             elif what in ("quiet", "quiet_forward"):
-                self.manager.advise(e.ptr, Advice.QUIET)
+                self.manager.advise(ptr, Advice.QUIET)
             elif what == "evict":
-                self.manager.evict(e.ptr)
+                self.manager.evict(ptr)
             elif what == "ahead":
-                self.manager.prefetch_ahead(e.ptr, self._stream())
+                self.manager.prefetch_ahead(ptr, self._stream() if stream is None else stream)
             else:  # prefetch, use, weights
-                self.manager.prefetch(e.ptr, self._stream())
+                self.manager.prefetch(ptr, self._stream() if stream is None else stream)
         except Error as err:
             if what == "ahead" and err.code == ERR_UNSUPPORTED:  # an older library: no gh_tensor_prefetch_ahead
                 with self._lock:
                     self.prefetch_ahead = False
                     e.ahead = False
-                return self._hint("prefetch", e)
+                return self._hint("prefetch", e, stream)
             if what == "advise" and err.code == ERR_UNSUPPORTED:  # an older library: no gh_tensor_advise
                 with self._lock:
                     self.mode = "evict"
@@ -882,7 +899,8 @@ class Offload:
                 return self._hint("evict", e)
             with self._lock:
                 if err.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):  # not (or no longer) a gpuheap allocation
-                    e.dropped = True
+                    if e is not None:
+                        e.dropped = True
                     self.counters["foreign"] += 1
                     return
                 if err.code == ERR_PINNED:
@@ -897,8 +915,7 @@ class Offload:
             if what == "ahead":
                 self.counters["prefetched_ahead"] += 1
             if what != "use":
-                self.counters[{"advise": "advised", "evict": "evicted", "weights": "weights_prefetched",
-                               "quiet": "quieted", "quiet_forward": "quieted_forward"}.get(what, "prefetched")] += 1
+                self.counters[_HINT_COUNTER.get(what, "prefetched")] += 1
 
     # -- bookkeeping
     def _prune(self):
@@ -910,6 +927,7 @@ class Offload:
                 e.index = i
             self._entries = keep
             self._by_ptr = {e.ptr: e for e in keep}
+            self._cold = [e for e in keep if e.hinted and not e.quiet] if self._quiet_forward else []
 
     def pending(self):
         """Saved tensors being tracked (alive, for tests and debugging)."""

@@ -1114,6 +1114,46 @@ class TestOffloadQuiet(unittest.TestCase):
         self.assertNotIn(("advise", ptr[3], Q), fm.calls)  # reachable, never quiet
         self.assertGreaterEqual(off.counters["quieted"], 1)
 
+    def test_auto_looks_at_the_cold_ones_in_turn(self):
+        """Each pack looks at up to QUIET_SCAN cold candidates (never at
+        quiet or unpacked ones), in turn, so that none waits for ever; the
+        candidates of a forward whose backward has not run survive the next
+        context's prune."""
+        seen = []
+        alone = set()
+
+        def check(t, packs):
+            p = t.untyped_storage().data_ptr()
+            seen.append(p)
+            return p in alone
+
+        fm, off = self.make(keep_last=0, prefetch_distance=0, quiet="auto", alone=check)
+        n = ght.Offload.QUIET_SCAN + 4
+        ts = self.tensors(n)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        for t in ts:
+            off.pack(t)  # each advised cold at its own pack; none alone
+        seen.clear()
+        extra = [FakeTensor(0x70000000 + i * 0x1000000, 4 * MiB) for i in range(2)]
+        alone.update(t.untyped_storage().data_ptr() for t in extra)
+        off.pack(extra[0])  # quiet at once: checked, never again
+        off.pack(extra[1])
+        self.assertEqual(seen.count(extra[0].untyped_storage().data_ptr()), 1)
+        self.assertEqual(set(ptr), set(seen) & set(ptr))  # every candidate looked at within two packs
+        self.assertLessEqual(len(seen), 2 * ght.Offload.QUIET_SCAN)
+        alone.add(ptr[0])
+        off._prune()  # a new context: no backward ran, the cold ones stay candidates
+        seen.clear()
+        for _ in range(2):
+            off.pack(FakeTensor(0x60000000, 4 * MiB))
+        self.assertIn(("advise", ptr[0], gpuheap.Advice.QUIET), fm.calls)
+        off.unpack(ts[1])
+        seen.clear()
+        off.pack(FakeTensor(0x61000000, 4 * MiB))
+        off.pack(FakeTensor(0x62000000, 4 * MiB))
+        self.assertNotIn(ptr[1], seen)  # unpacked: no longer a candidate
+        self.assertNotIn(ptr[0], seen)  # quiet
+
     def test_auto_without_a_count_turns_itself_off(self):
         fm, off = self.make(keep_last=0, prefetch_distance=0, quiet="auto", alone=lambda t, packs: None)
         ts = self.tensors(3)
