@@ -452,7 +452,7 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
 # ---------------------------------------------------------------- offload
 class _Entry:
     __slots__ = ("ref", "ptr", "nbytes", "index", "hinted", "prefetched", "ahead", "unpacked", "dropped",
-                 "quiet", "packs", "__weakref__")
+                 "quiet", "packs", "qnext", "qwait", "__weakref__")
 
     def __init__(self, t, ptr, nbytes, index):
         try:
@@ -464,6 +464,7 @@ class _Entry:
         self.ahead = False  # prefetched ahead: its streams wait for the copies at its unpack
         self.quiet = False  # advised quiet (until its unpack)
         self.packs = 1  # times autograd saved this tensor object (each holds a reference)
+        self.qnext = self.qwait = 0  # quiet="auto": the pack count of its next look, and the wait after that
 
     def alive(self):
         return not self.dropped and self.ref() is not None
@@ -677,8 +678,8 @@ class Offload:
         self.quiet = quiet if quiet == "auto" else bool(quiet)
         self._quiet_forward = quiet == "auto"
         self._alone = alone  # tests: (tensor, packs) -> whether autograd alone can reach it
-        self._cold = []  # entries advised cold, not yet quiet nor unpacked: _quiet_scan's candidates
-        self._qcur = 0  # where in _cold the next look for tensors gone quiet starts
+        self._cold = {}  # entries advised cold, not yet quiet nor unpacked: _quiet_scan's candidates (in order)
+        self._npack = 0  # packs of tracked tensors so far (the clock of the candidates' looks)
         self.prefetch_ahead = bool(prefetch_ahead)
         self._backward = False  # an unpack ran since the last pack
         self._manager = manager
@@ -717,6 +718,7 @@ class Offload:
             if e is None or not e.alive() or e.unpacked:
                 e = _Entry(t, ptr, nbytes, len(self._entries))
                 self._entries.append(e)
+                self._npack += 1
                 self._by_ptr[ptr] = e
                 self.counters["packed"] += 1
                 i = len(self._entries) - 1 - self.keep_last
@@ -726,15 +728,19 @@ class Offload:
                         v.hinted = True
                         victim = v
                         if self._quiet_forward:
-                            self._cold.append(v)
+                            v.qnext, v.qwait = self._npack, 1
+                            self._cold[v] = None
         if victim is not None:
             self._hint("advise" if self.mode == "cold" else "evict", victim)
         if self._quiet_forward and self.mode == "cold":
             self._quiet_scan()
         return t
 
-    # Saved tensors looked at per pack for having gone quiet (_quiet_scan).
+    # Saved tensors looked at per pack for having gone quiet (_quiet_scan),
+    # and the most packs a candidate found reachable waits before its next
+    # look (the waits double from 1: 1, 2, 4, ...).
     QUIET_SCAN = 8
+    QUIET_WAIT_MAX = 8
 
     def _is_alone(self, e):
         """Whether only autograd can reach e's tensor now (see _torch_alone_calibration);
@@ -758,22 +764,28 @@ class Offload:
         turn. Their evictions then leave their addresses unmapped (the
         manager's homeless evictions), saving the driver's page-table calls
         for host memory. A torch that cannot tell turns it off, warned once.
-        The candidates are kept in a list of their own (_cold), so that a
-        pack looks at them alone, not at every tensor saved so far (~30 a
-        step in the training run: bench/NOTES.md, host side, row 94)."""
+        The candidates are kept apart (_cold), so that a pack looks at them
+        alone, not at every tensor saved so far, and one found reachable is
+        looked at again after 1, 2, 4, ... packs (at most QUIET_WAIT_MAX):
+        a tensor the model keeps for long (a block's input, which its skip
+        connection reads at the block's end) is not looked at every pack
+        (bench/NOTES.md, host side, row 94)."""
         with self._lock:
             cold = self._cold
             if not cold:
                 return
-            if len(cold) > self.QUIET_SCAN or not all(x.alive() and not (x.quiet or x.unpacked) for x in cold):
-                cold[:] = [x for x in cold if not (x.quiet or x.unpacked) and x.alive()]
-            n = len(cold)
-            if n <= self.QUIET_SCAN:
-                cand = list(cold)
-            else:
-                i = self._qcur % n
-                cand = [cold[(i + k) % n] for k in range(self.QUIET_SCAN)]
-                self._qcur = i + self.QUIET_SCAN
+            now, cand, gone = self._npack, [], []
+            for x in cold:
+                if x.quiet or x.unpacked or not x.alive():
+                    gone.append(x)
+                elif x.qnext <= now:
+                    cand.append(x)
+                    x.qnext = now + x.qwait
+                    x.qwait = min(2 * x.qwait, self.QUIET_WAIT_MAX)
+                    if len(cand) == self.QUIET_SCAN:
+                        break
+            for x in gone:
+                del cold[x]
         if cand:
             self._quiet_alone(cand, "quiet_forward")
 
@@ -793,6 +805,7 @@ class Offload:
                 if x.unpacked or x.quiet:
                     continue
                 x.quiet = True
+                self._cold.pop(x, None)
             self._hint(what, x)
 
     def _auto_off(self, x):
@@ -927,7 +940,7 @@ class Offload:
                 e.index = i
             self._entries = keep
             self._by_ptr = {e.ptr: e for e in keep}
-            self._cold = [e for e in keep if e.hinted and not e.quiet] if self._quiet_forward else []
+            self._cold = {e: None for e in keep if e.hinted and not e.quiet} if self._quiet_forward else {}
 
     def pending(self):
         """Saved tensors being tracked (alive, for tests and debugging)."""

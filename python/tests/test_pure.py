@@ -1114,45 +1114,81 @@ class TestOffloadQuiet(unittest.TestCase):
         self.assertNotIn(("advise", ptr[3], Q), fm.calls)  # reachable, never quiet
         self.assertGreaterEqual(off.counters["quieted"], 1)
 
-    def test_auto_looks_at_the_cold_ones_in_turn(self):
-        """Each pack looks at up to QUIET_SCAN cold candidates (never at
-        quiet or unpacked ones), in turn, so that none waits for ever; the
-        candidates of a forward whose backward has not run survive the next
-        context's prune."""
-        seen = []
+    def test_auto_looks_again_after_doubling_waits(self):
+        """A cold candidate found reachable is looked at again after 1, 2,
+        4, ... packs (at most QUIET_WAIT_MAX); quiet ones and unpacked ones
+        never again; at most QUIET_SCAN looks a pack, none left behind for
+        long; the candidates of a forward whose backward has not run
+        survive the next context's prune."""
+        looks = {}
         alone = set()
+        pack_no = [0]
 
         def check(t, packs):
             p = t.untyped_storage().data_ptr()
-            seen.append(p)
+            looks.setdefault(p, []).append(pack_no[0])
             return p in alone
 
         fm, off = self.make(keep_last=0, prefetch_distance=0, quiet="auto", alone=check)
+
+        def pack(t):
+            off.pack(t)
+            pack_no[0] += 1
+
+        a = FakeTensor(0x50000000, 4 * MiB)
+        pa = a.untyped_storage().data_ptr()
+        pack(a)  # advised cold at its own pack (keep_last=0), looked at at once: reachable
+        fillers = [FakeTensor(0x70000000 + i * 0x1000000, 4 * MiB) for i in range(30)]
+        alone.update(t.untyped_storage().data_ptr() for t in fillers)
+        for t in fillers[:24]:
+            pack(t)
+        self.assertEqual(looks[pa], [0, 1, 3, 7, 15, 23])  # waits 1, 2, 4, 8, 8
+        for t in fillers[:24]:
+            self.assertEqual(len(looks[t.untyped_storage().data_ptr()]), 1)  # quiet at the first look
+        alone.add(pa)
+        for t in fillers[24:]:
+            pack(t)
+        self.assertEqual(looks[pa], [0, 1, 3, 7, 15, 23])  # not due before pack 31
+        self.assertNotIn(("advise", pa, gpuheap.Advice.QUIET), fm.calls)
+        pack(FakeTensor(0x60000000, 4 * MiB))
+        pack(FakeTensor(0x61000000, 4 * MiB))
+        self.assertEqual(looks[pa][-1], 31)
+        self.assertIn(("advise", pa, gpuheap.Advice.QUIET), fm.calls)
+
+        # Many candidates due at once: at most QUIET_SCAN looks a pack, all of them within three packs.
+        fm, off = self.make(keep_last=0, prefetch_distance=0, quiet="auto", alone=check)
+        looks.clear()
         n = ght.Offload.QUIET_SCAN + 4
         ts = self.tensors(n)
         ptr = [t.untyped_storage().data_ptr() for t in ts]
+        off._npack = -100  # every candidate due at the next pack, whatever its own
         for t in ts:
-            off.pack(t)  # each advised cold at its own pack; none alone
-        seen.clear()
-        extra = [FakeTensor(0x70000000 + i * 0x1000000, 4 * MiB) for i in range(2)]
-        alone.update(t.untyped_storage().data_ptr() for t in extra)
-        off.pack(extra[0])  # quiet at once: checked, never again
-        off.pack(extra[1])
-        self.assertEqual(seen.count(extra[0].untyped_storage().data_ptr()), 1)
-        self.assertEqual(set(ptr), set(seen) & set(ptr))  # every candidate looked at within two packs
-        self.assertLessEqual(len(seen), 2 * ght.Offload.QUIET_SCAN)
+            off.pack(t)
+        for e in off._cold:
+            e.qnext = 0
+        off._npack = 0
+        pack_no[0] = 100
+        looks.clear()
+        for k in range(3):
+            pack(FakeTensor(0x71000000 + k * 0x1000000, 4 * MiB))
+        per_pack = [sum(v.count(100 + k) for p, v in looks.items() if p in ptr) for k in range(3)]
+        self.assertTrue(all(c <= ght.Offload.QUIET_SCAN for c in per_pack), per_pack)
+        self.assertEqual(set(ptr), set(looks) & set(ptr))
+        # A new context: no backward ran, the cold ones stay candidates; unpacked ones leave.
         alone.add(ptr[0])
-        off._prune()  # a new context: no backward ran, the cold ones stay candidates
-        seen.clear()
-        for _ in range(2):
-            off.pack(FakeTensor(0x60000000, 4 * MiB))
+        off._prune()
+        for e in off._cold:
+            e.qnext = 0
+        pack(FakeTensor(0x60000000, 4 * MiB))
         self.assertIn(("advise", ptr[0], gpuheap.Advice.QUIET), fm.calls)
         off.unpack(ts[1])
-        seen.clear()
-        off.pack(FakeTensor(0x61000000, 4 * MiB))
-        off.pack(FakeTensor(0x62000000, 4 * MiB))
-        self.assertNotIn(ptr[1], seen)  # unpacked: no longer a candidate
-        self.assertNotIn(ptr[0], seen)  # quiet
+        for e in off._cold:
+            e.qnext = 0
+        looks.clear()
+        pack(FakeTensor(0x62000000, 4 * MiB))
+        self.assertNotIn(ptr[1], looks)  # unpacked: no longer a candidate
+        self.assertNotIn(ptr[0], looks)  # quiet
+        self.assertIn(ptr[2], looks)
 
     def test_auto_without_a_count_turns_itself_off(self):
         fm, off = self.make(keep_last=0, prefetch_distance=0, quiet="auto", alone=lambda t, packs: None)
