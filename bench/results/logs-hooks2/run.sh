@@ -3,8 +3,8 @@
 # set by the device tool: the Python GPU tests, then (c) at 4x (a)'s peak
 # and at the default budget with the package of 9e7da05 ("n": quiet scans
 # over the cold candidates, one stream an unpack) and of 7fd3ed3 ("o"),
-# alternated, two rounds; then a deeper model (--blocks 16: 8x the saved
-# tensors a step) the same way at the default budget. .ab/new and .ab/old
+# alternated, two rounds; then a deeper model (--blocks 16: 8x the
+# residual blocks) the same way at the default budget. .ab/new and .ab/old
 # held the two python/gpuheap folders (not committed). Only the files in
 # run1/ came back (the rest were over the device tool's count of files;
 # run2.sh packs everything): the step times in run1/alt*.log.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The second run on the H200 for these logs (2026-12-02), $OUT set by the
 # device tool: (c) at 4x (a)'s peak and at the default budget, then the
-# deeper model (--blocks 16, 8x the saved tensors a step; (a)'s peak from
+# deeper model (--blocks 16, 8x the residual blocks; (a)'s peak from
 # run1/a16.json), with the package of a8e2691 ("n": quiet scans over the cold
 # candidates with doubling waits, one stream an unpack) and of 7fd3ed3
 # ("o"), alternated, all with --hook-times. .ab/new and .ab/old held the two
