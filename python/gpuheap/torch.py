@@ -604,7 +604,8 @@ class Offload:
     it), and no C++ handle on the tensor but its Python object's
     (Tensor._use_count(); a C++ extension or library keeping the tensor
     raises it), so no op can read it before its unpack, which prefetches
-    it. Looked at in forward (up to QUIET_SCAN saved tensors per pack;
+    it. Looked at in forward (up to QUIET_SCAN saved tensors per pack, one
+    still reachable again after 1, 2, 4, ... packs, at most QUIET_WAIT_MAX;
     counted in "quieted_forward") and once more at the first unpack of a
     backward for those still cold (counted in "quieted"). The manager then
     evicts it homeless: its address unmapped while on the host, which saves
