@@ -247,6 +247,23 @@ enum {
   GH_TM_OP_COPY, GH_TM_OP_RECORD, GH_TM_OP_QUERY, GH_TM_OP_EVENT_SYNC, GH_TM_OP_EVENT_DESTROY,
   GH_TM_OP_STREAM_SYNC, GH_TM_OP_STREAM_WAIT, GH_TM_OP_OTHER, GH_TM_OP_PMU_WAIT, GH_TM_OPS
 };
+/* Why the host waited for the GPU (_gh_tmgr_wait_times, GPUHEAP_CALL_TIMES=1):
+ * the event syncs and stream syncs of the manager by the rule that made
+ * them. Taking one kind of wait away has moved the host's waits to
+ * another (bench/NOTES.md, host side, rows 68, 72-74, 82, 95): these say
+ * where they went. */
+enum {
+  GH_TM_W_DRAIN,    /* a move's streams drained (gh_tm_sset_sync) */
+  GH_TM_W_QUIET,    /* a quiet move's advice events (gh_tm_sset_sync) */
+  GH_TM_W_SPARE,    /* a spare's eviction copy, before it is released or handed to the host */
+  GH_TM_W_ORDERED,  /* the latest ordered batch, for a stream that could not wait on the GPU */
+  GH_TM_W_USERS,    /* a move's or a held copy's users that could not wait on the GPU */
+  GH_TM_W_MOVE,     /* a move's own copies (moves not ordered) */
+  GH_TM_W_FREES,    /* room waiting for pending frees (gh_tm_device_room) */
+  GH_TM_W_RECLAIM,  /* every pending free (a reclaim that syncs) */
+  GH_TM_W_OTHER,
+  GH_TM_WAITS
+};
 
 struct gh_tmgr_s {
   pthread_mutex_t mu;   /* the manager */
@@ -328,6 +345,7 @@ struct gh_tmgr_s {
   int time_calls;                    /* GPUHEAP_CALL_TIMES=1: calls timed from entry to exit (gh_tm_call_end) */
   uint64_t call_n[GH_TM_CALLS], call_ns[GH_TM_CALLS]; /* ... their counts and host time (_gh_tmgr_call_times) */
   uint64_t op_n[GH_TM_OPS], op_ns[GH_TM_OPS]; /* ... and the provider's other calls (_gh_tmgr_op_times; under pmu) */
+  uint64_t hwait_n[GH_TM_WAITS], hwait_ns[GH_TM_WAITS]; /* ... the host's waits by rule (_gh_tmgr_wait_times; under mu) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
   gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
   size_t n_held;
@@ -419,6 +437,17 @@ static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
 static void gh_tm_mover_drain(gh_tmgr_t* tm);
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
+
+/* GH_P for a call that waits for the GPU (an event or stream sync), its
+ * time (the wait for pmu included) counted under `site`, one of GH_TM_W_*
+ * (GPUHEAP_CALL_TIMES=1; under mu). */
+#define GH_PW(tm, site, call)                                                     \
+  ({                                                                              \
+    const uint64_t gh_ww0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;               \
+    const int gh_wrc_ = GH_P(tm, call);                                           \
+    if (gh_ww0_) (tm)->hwait_n[site]++, (tm)->hwait_ns[site] += gh_tm_now_ns() - gh_ww0_; \
+    gh_wrc_;                                                                      \
+  })
 
 /* ---------------------------------------------------------------- trace
  * GPUHEAP_TRACE=path (a "%d" in it becomes the process id): every call
@@ -593,14 +622,14 @@ static int gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
     gh_fevent_t e = 0;
     rc = GH_P(tm, tm->ops->event_record(tm->fr, list[i], &e));
     if (rc == GH_OK) {
-      rc = GH_P(tm, tm->ops->event_sync(tm->fr, e));
+      rc = GH_PW(tm, GH_TM_W_DRAIN, tm->ops->event_sync(tm->fr, e));
       GH_P(tm, tm->ops->event_destroy(tm->fr, e));
     }
     tm->waits++;
   }
   for (size_t q = 0; q < ss->nq && rc == GH_OK; q++)
     for (size_t i = 0; i < ss->nev[q] && rc == GH_OK; i++) {
-      rc = GH_P(tm, tm->ops->event_sync(tm->fr, ss->ev[q][i]));
+      rc = GH_PW(tm, GH_TM_W_QUIET, tm->ops->event_sync(tm->fr, ss->ev[q][i]));
       tm->quiet_waits++;
     }
   tm->wait_ns += gh_tm_now_ns() - t0;
@@ -658,10 +687,10 @@ static int gh_tm_ordered_done(gh_tmgr_t* tm) {
 /* Make what `user` queues from now on wait for event e (copy-stream
  * event): the copy stream needs nothing; another stream waits on the GPU;
  * user NULL (the host), or a stream_wait that fails, waits here. */
-static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, const gh_stream_t* user) {
+static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, const gh_stream_t* user, int site) {
   if (user && *user == tm->copy_stream) return;
   if (user && GH_P(tm, tm->ops->stream_wait(tm->fr, *user, e)) == GH_OK) return;
-  GH_P(tm, tm->ops->event_sync(tm->fr, e));
+  GH_PW(tm, site, tm->ops->event_sync(tm->fr, e));
 }
 
 /* Spare *pa goes to `user` (see gh_tm_wait_for): after its copy. A
@@ -672,7 +701,7 @@ static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, const gh_stream_t* user
 static void gh_tm_pa_ready(gh_tmgr_t* tm, gh_tm_pa_t* pa, const gh_stream_t* user) {
   if (!pa->ev) return;
   const int done = GH_P(tm, tm->ops->event_query(tm->fr, pa->ev)) == GH_OK;
-  if (!done) gh_tm_wait_for(tm, pa->ev, user);
+  if (!done) gh_tm_wait_for(tm, pa->ev, user, GH_TM_W_SPARE);
   if (done || !user) {
     GH_P(tm, tm->ops->event_destroy(tm->fr, pa->ev));
     pa->ev = 0;
@@ -695,7 +724,7 @@ static void gh_tm_pa_commit(gh_tmgr_t* tm, gh_tm_pa_t* pas, size_t n) {
 static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream) {
   for (unsigned i = 0; i < t->nstreams; i++)
     if (t->streams[i] == stream) return;
-  if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, &stream);
+  if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, &stream, GH_TM_W_ORDERED);
   if (tm->mover_on) {  /* ... and for its remaps */
     pthread_mutex_lock(&tm->jmu);
     const uint64_t seq = tm->jseq;
@@ -711,10 +740,10 @@ static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream)
 static void gh_tm_tensor_wait(gh_tmgr_t* tm, const gh_tensor_t* t, const gh_stream_t* stream, gh_fevent_t e) {
   const gh_stream_t* s = t->many_streams ? tm->streams : t->streams;
   const size_t n = t->many_streams ? tm->n_streams : t->nstreams;
-  if (stream) gh_tm_wait_for(tm, e, stream);
+  if (stream) gh_tm_wait_for(tm, e, stream, GH_TM_W_USERS);
   for (size_t i = 0; i < n; i++)
-    if (!stream || s[i] != *stream) gh_tm_wait_for(tm, e, &s[i]);
-  if (!stream && n == 0) gh_tm_wait_for(tm, e, NULL);
+    if (!stream || s[i] != *stream) gh_tm_wait_for(tm, e, &s[i], GH_TM_W_USERS);
+  if (!stream && n == 0) gh_tm_wait_for(tm, e, NULL, GH_TM_W_USERS);
 }
 
 /* Tensor t, prefetched ahead (gh_tensor_prefetch_ahead), is used from now
@@ -729,7 +758,7 @@ static void gh_tm_ahead_join(gh_tmgr_t* tm, gh_tensor_t* t, const gh_stream_t* s
 /* Pooled host memory goes to `user`: after the latest ordered batch. */
 static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_stream_t* user) {
   if (user && *user == tm->copy_stream) return;
-  if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, user);
+  if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, user, GH_TM_W_ORDERED);
 }
 
 /* ---------------------------------------------------------------- the mover
@@ -1582,7 +1611,8 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
     /* its copy comes with gh_tm_held_flush, which gives the old backing
      * (to the spares now, with no event) the copy's event */
   } else if (!ordered) {
-    rc = st->ev ? GH_P(tm, tm->ops->event_sync(tm->fr, st->ev)) : GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+    rc = st->ev ? GH_PW(tm, GH_TM_W_MOVE, tm->ops->event_sync(tm->fr, st->ev))
+                : GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
   } else if (to == GH_TIER_HOST) {
     st->old[0].ev = st->ev;  /* the device allocation: one (a unit's device side, move_start) */
@@ -1656,7 +1686,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   if (ordered && i > 0 && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &bev)) != GH_OK) bev = 0;
   const uint64_t seq = queued ? gh_tm_mover_seal(tm) : 0;
   if (ordered && i > 0 && !bev) {  /* no event: wait for every copy (finished units included) and remap */
-    GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+    GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
     gh_tm_mover_drain(tm);
   }
   ordered = ordered && bev;
@@ -1666,7 +1696,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
      * waits when a stream cannot be made to). */
     int drain = 0;
     for (size_t k = 0; k < users.n; k++) {
-      gh_tm_wait_for(tm, bev, &users.s[k]);
+      gh_tm_wait_for(tm, bev, &users.s[k], GH_TM_W_USERS);
       if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, users.s[k], tm->word, (uint32_t)seq)) != GH_OK)
         drain = 1;
     }
@@ -1906,7 +1936,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
     gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
     if (!b->done && b->ev) {
       gh_tm_mover_drain(tm);
-      b->done = GH_P(tm, tm->ops->event_sync(tm->fr, b->ev)) == GH_OK;
+      b->done = GH_PW(tm, GH_TM_W_FREES, tm->ops->event_sync(tm->fr, b->ev)) == GH_OK;
     }
     if (!b->done) break;
     gh_tm_reclaim(tm, 0);
@@ -2167,13 +2197,13 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
     gh_fevent_t ev = 0;
     if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &ev)) != GH_OK) {
       ev = 0;  /* no event: the host waits for the copies now */
-      GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+      GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
     }
     const size_t si = gh_tm_spare_find(tm, h->pf);
     if (si != SIZE_MAX) {
       tm->spare[si].ev = ev;
     } else if (ev) {
-      gh_tm_wait_for(tm, ev, user);
+      gh_tm_wait_for(tm, ev, user, GH_TM_W_USERS);
       GH_P(tm, tm->ops->event_destroy(tm->fr, ev));
     }
   }
@@ -2191,7 +2221,7 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
     if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
     tm->ordered_ev = last;
   } else {
-    GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+    GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
   }
 }
 
@@ -2532,7 +2562,7 @@ static void gh_tm_flush(gh_tmgr_t* tm) {
       b = calloc(1, sizeof *b);
       if (!b || GH_P(tm, tm->ops->event_record(tm->fr, t->free_stream, &b->ev)) != GH_OK) {
         gh_tm_mover_drain(tm);  /* the stream may wait for the mover's word */
-        GH_P(tm, tm->ops->stream_sync(tm->fr, t->free_stream));
+        GH_PW(tm, GH_TM_W_FREES, tm->ops->stream_sync(tm->fr, t->free_stream));
         if (b) b->ev = 0, b->done = 1;
       }
       if (!b) {  /* out of memory: the stream is synchronized, reclaim now */
@@ -2563,7 +2593,8 @@ static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
     if (!b) break;  /* the rest have no event yet */
     if (!b->done && b->pass != pass) {
       b->pass = pass;
-      b->done = GH_P(tm, sync ? tm->ops->event_sync(tm->fr, b->ev) : tm->ops->event_query(tm->fr, b->ev)) == GH_OK;
+      b->done = (sync ? GH_PW(tm, GH_TM_W_RECLAIM, tm->ops->event_sync(tm->fr, b->ev))
+                      : GH_P(tm, tm->ops->event_query(tm->fr, b->ev))) == GH_OK;
     }
     if (!b->done) continue;
     gh_tm_pend_remove(tm, t);
@@ -2899,7 +2930,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     }
     gh_tm_cache_release(tm, SIZE_MAX);
     if (tm->ordered_ev) {  /* no copy may still run when memory goes */
-      GH_P(tm, tm->ops->event_sync(tm->fr, tm->ordered_ev));
+      GH_PW(tm, GH_TM_W_OTHER, tm->ops->event_sync(tm->fr, tm->ordered_ev));
       GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
       tm->ordered_ev = 0;
     }
@@ -3694,6 +3725,15 @@ int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]) {
   pthread_mutex_lock(&tm->pmu);
   for (int k = 0; k < GH_TM_OPS; k++) n[k] = tm->op_n[k], ns[k] = tm->op_ns[k];
   pthread_mutex_unlock(&tm->pmu);
+  return GH_OK;
+}
+
+int _gh_tmgr_wait_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]) {
+  if (!tm || !n || !ns) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  _Static_assert(GH_TM_WAITS == 9, "_gh_tmgr_wait_times reports 9 kinds");
+  pthread_mutex_lock(&tm->mu);
+  for (int k = 0; k < GH_TM_WAITS; k++) n[k] = tm->hwait_n[k], ns[k] = tm->hwait_ns[k];
+  pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }
 

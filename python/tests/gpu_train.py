@@ -102,12 +102,14 @@ def parse_args(argv=None):
     return ap.parse_args(argv)
 
 
-# The kinds of call _gh_tmgr_call_times reports, in its order; and of the
+# The kinds of call _gh_tmgr_call_times reports, in its order; of the
 # provider's calls _gh_tmgr_op_times reports ("pmu_wait": waits for the
-# provider's mutex).
+# provider's mutex); and of the host's waits for the GPU by the rule that
+# made them, _gh_tmgr_wait_times (host/tensor_internal.h).
 CALL_KINDS = ("alloc", "free", "advise", "prefetch", "prefetch_ahead", "prefetch_many", "evict", "other")
 OP_KINDS = ("copy", "event_record", "event_query", "event_sync", "event_destroy", "stream_sync", "stream_wait",
             "other", "pmu_wait")
+WAIT_KINDS = ("drain", "quiet", "spare", "ordered", "users", "move", "frees", "reclaim", "other")
 
 
 def call_times(m):
@@ -115,15 +117,20 @@ def call_times(m):
     manager's public calls so far and their host time in ms, by kind
     (_gh_tmgr_call_times, from entry to exit), and its provider calls other
     than the physical-memory ones, with "op_" before their kinds
-    (_gh_tmgr_op_times); {} otherwise."""
+    (_gh_tmgr_op_times), and the host's waits for the GPU by rule, with
+    "wait_" before theirs (_gh_tmgr_wait_times, left out by a library
+    without it); {} otherwise."""
     if m is None or os.environ.get("GPUHEAP_CALL_TIMES") != "1":
         return {}
     import ctypes
     import gpuheap
     out = {}
-    for fn, kinds, prefix in (("_gh_tmgr_call_times", CALL_KINDS, ""), ("_gh_tmgr_op_times", OP_KINDS, "op_")):
+    for fn, kinds, prefix in (("_gh_tmgr_call_times", CALL_KINDS, ""), ("_gh_tmgr_op_times", OP_KINDS, "op_"),
+                              ("_gh_tmgr_wait_times", WAIT_KINDS, "wait_")):
         f = getattr(gpuheap.library().cdll, fn, None)
         n, ns = (ctypes.c_uint64 * len(kinds))(), (ctypes.c_uint64 * len(kinds))()
+        if f is None and prefix == "wait_":
+            continue
         if f is None or f(ctypes.c_void_p(m.handle), n, ns) != 0:
             return {}
         out.update({prefix + k: (n[i], ns[i] * 1e-6) for i, k in enumerate(kinds)})
