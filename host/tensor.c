@@ -247,7 +247,7 @@ enum {
   GH_TM_OP_COPY, GH_TM_OP_RECORD, GH_TM_OP_QUERY, GH_TM_OP_EVENT_SYNC, GH_TM_OP_EVENT_DESTROY,
   GH_TM_OP_STREAM_SYNC, GH_TM_OP_STREAM_WAIT, GH_TM_OP_OTHER, GH_TM_OP_PMU_WAIT, GH_TM_OPS
 };
-/* Why the host waited for the GPU (_gh_tmgr_wait_times, GPUHEAP_CALL_TIMES=1):
+/* Why the host waited for the GPU (_gh_tmgr_wait_times; times with GPUHEAP_CALL_TIMES=1):
  * the event syncs and stream syncs of the manager by the rule that made
  * them. Taking one kind of wait away has moved the host's waits to
  * another (bench/NOTES.md, host side, rows 68, 72-74, 82, 95): these say
@@ -345,7 +345,8 @@ struct gh_tmgr_s {
   int time_calls;                    /* GPUHEAP_CALL_TIMES=1: calls timed from entry to exit (gh_tm_call_end) */
   uint64_t call_n[GH_TM_CALLS], call_ns[GH_TM_CALLS]; /* ... their counts and host time (_gh_tmgr_call_times) */
   uint64_t op_n[GH_TM_OPS], op_ns[GH_TM_OPS]; /* ... and the provider's other calls (_gh_tmgr_op_times; under pmu) */
-  uint64_t hwait_n[GH_TM_WAITS], hwait_ns[GH_TM_WAITS]; /* ... the host's waits by rule (_gh_tmgr_wait_times; under mu) */
+  uint64_t hwait_n[GH_TM_WAITS], hwait_ns[GH_TM_WAITS]; /* the host's waits by rule, always counted, timed with the
+                                                         switch (_gh_tmgr_wait_times; under mu) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
   gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
   size_t n_held;
@@ -438,15 +439,16 @@ static void gh_tm_mover_drain(gh_tmgr_t* tm);
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
 
-/* GH_P for a call that waits for the GPU (an event or stream sync), its
- * time (the wait for pmu included) counted under `site`, one of GH_TM_W_*
- * (GPUHEAP_CALL_TIMES=1; under mu). */
-#define GH_PW(tm, site, call)                                                     \
-  ({                                                                              \
-    const uint64_t gh_ww0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;               \
-    const int gh_wrc_ = GH_P(tm, call);                                           \
-    if (gh_ww0_) (tm)->hwait_n[site]++, (tm)->hwait_ns[site] += gh_tm_now_ns() - gh_ww0_; \
-    gh_wrc_;                                                                      \
+/* GH_P for a call that waits for the GPU (an event or stream sync),
+ * counted under `site`, one of GH_TM_W_*, and timed (the wait for pmu
+ * included) with GPUHEAP_CALL_TIMES=1; under mu. */
+#define GH_PW(tm, site, call)                                               \
+  ({                                                                        \
+    const uint64_t gh_ww0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;         \
+    const int gh_wrc_ = GH_P(tm, call);                                     \
+    (tm)->hwait_n[site]++;                                                  \
+    if (gh_ww0_) (tm)->hwait_ns[site] += gh_tm_now_ns() - gh_ww0_;          \
+    gh_wrc_;                                                                \
   })
 
 /* ---------------------------------------------------------------- trace

@@ -99,14 +99,15 @@ int _gh_tmgr_freed_taken(gh_tmgr_t* tm, uint64_t* runs);
  * provider call for the provider's mutex (pool thread and mover
  * included); zeros without it. */
 int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
-/* GPUHEAP_CALL_TIMES=1: the host's waits for the GPU (event and stream
- * syncs) and their time in ns, by the rule that made them: 0 a move's
+/* The host's waits for the GPU (event and stream syncs) and, with
+ * GPUHEAP_CALL_TIMES=1, their time in ns, by the rule that made them
+ * (counted always: bench/replay_trace prints them): 0 a move's
  * streams drained, 1 a quiet move's advice events, 2 a spare's eviction
  * copy (before its release or its use by the host), 3 the latest ordered
  * batch (a stream that could not wait on the GPU), 4 a move's or a held
  * copy's users that could not wait on the GPU, 5 a move's own copies, 6
  * room waiting for pending frees, 7 a reclaim of every pending free, 8
- * others; zeros without it. */
+ * others; the times zeros without the switch. */
 int _gh_tmgr_wait_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
 /* Tests only: frames evicted homeless so far (a quiet tensor's home left
  * unmapped: gh_tm_homeless_ok). */
