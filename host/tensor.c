@@ -1590,7 +1590,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   }
   if (rc != GH_OK) {
     if (st->held) tm->n_held = held0, tm->held_copies--;  /* its copies, not queued, go with the move */
-    GH_P(tm, tm->ops->stream_sync(tm->fr, tm->copy_stream));  /* no copy may still write into them */
+    GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));  /* no copy may still write into them */
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
     if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
     gh_tm_pas_drop(tm, st->pa, st->npa);
