@@ -1481,6 +1481,12 @@ static void quiet(void) {
   CHECK_EQ_U64(host_mask(tm, &m), BIT(1) | BIT(3) | BIT(0));
   CHECK_EQ_U64(s1.quiet_waits - s0.quiet_waits, 1);
   CHECK(s1.stream_waits > s0.stream_waits);
+  /* The host's waits by rule (_gh_tmgr_wait_times) agree: every event
+   * waited for at a quiet move under "quiet", every drain under "drain". */
+  uint64_t wn[9], wns[9];
+  CHECK(_gh_tmgr_wait_times(tm, wn, wns) == GH_OK);
+  CHECK_EQ_U64(wn[1], s1.quiet_waits);
+  CHECK_EQ_U64(wn[0], s1.stream_waits);
   /* T1 and T3 went while quiet: their homes are unmapped (homeless), T0's
    * (cold) holds its host memory; a new advice maps theirs there too, and
    * their bytes read through it (check_one below). */
@@ -2485,9 +2491,14 @@ static void wait_frees_one(const char* env, gh_advice_t advice, int restoring, i
   const gh_stream_t s1 = wf_s1, s2 = wf_s2;
   const size_t sz = 4 * MiB;
   gh_tmgr_stats_t s0, st;
+  uint64_t wn0[9], wns[9], wn[9];
+  CHECK(_gh_tmgr_wait_times(tm, wn0, wns) == GH_OK);
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
   CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &c) == GH_OK);
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK(_gh_tmgr_wait_times(tm, wn, wns) == GH_OK);
+  CHECK_MSG((wn[6] > wn0[6]) == (waits != 0), "GPUHEAP_WAIT_FREES=%s, advice %d, restoring %d: %llu waits for frees",
+            env ? env : "(unset)", (int)advice, restoring, (unsigned long long)(wn[6] - wn0[6]));
   CHECK_MSG(st.evictions - s0.evictions == (waits ? 0u : 2u),
             "GPUHEAP_WAIT_FREES=%s, advice %d, restoring %d: %llu frames evicted", env ? env : "(unset)", (int)advice,
             restoring, (unsigned long long)(st.evictions - s0.evictions));
