@@ -1438,9 +1438,12 @@ static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
  * makes it itself when the sweeper has not taken it); a DEAD vframe is
  * placed again only once unmapped (gh_tm_sweep_reap turns it FREE, at the
  * next placement); the sweeper touches nothing of the manager's but its
- * list and the provider, under pmu as every provider call. A use of a
- * freed tensor meanwhile reaches the memory's next tensor, as it would
- * through a cached run. An unmap that fails is the manager's sticky
+ * list and the provider, under pmu as every provider call, and it unmaps
+ * one address at a time under mu, between the callers' calls: run beside
+ * them, its unmaps would hold pmu (and the driver, which runs no two of
+ * these calls at once) just when the caller maps the memory they free
+ * (row 98's first measure). A use of a freed tensor meanwhile reaches the
+ * memory's next tensor, as it would through a cached run. An unmap that fails is the manager's sticky
  * failure (mover_err: later allocations and prefetches fail with
  * GH_ERR_CORRUPT) and its addresses stay DEAD. */
 static int gh_tm_sweep_unmap(gh_tmgr_t* tm, const gh_tm_dead_t* d) {
@@ -1475,14 +1478,28 @@ static void* gh_tm_sweeper_main(void* arg) {
       pthread_cond_wait(&tm->dcv, &tm->dmu);
       continue;
     }
-    d->state = GH_TM_DEAD_BUSY;
+    /* One unmap at a time under mu, so that it runs while the callers are
+     * out of the manager (not while they map or wait for the GPU under
+     * pmu), and so that no caller meets an entry of the sweeper's BUSY
+     * (gh_tm_sweep_settle waits under mu). mu before dmu. */
     pthread_mutex_unlock(&tm->dmu);
-    const uint64_t t0 = gh_tm_now_ns();
-    const int rc = gh_tm_sweep_unmap(tm, d);
-    const uint64_t dt = gh_tm_now_ns() - t0;
+    pthread_mutex_lock(&tm->mu);
     pthread_mutex_lock(&tm->dmu);
-    tm->sweep_n++, tm->sweep_ns += dt;
-    gh_tm_sweep_done(tm, d, rc);
+    d = tm->sweep_hold ? NULL : tm->dead_head;
+    while (d && d->state != GH_TM_DEAD_QUEUED) d = d->next;
+    if (d) {
+      d->state = GH_TM_DEAD_BUSY;
+      pthread_mutex_unlock(&tm->dmu);
+      const uint64_t t0 = gh_tm_now_ns();
+      const int rc = gh_tm_sweep_unmap(tm, d);
+      const uint64_t dt = gh_tm_now_ns() - t0;
+      pthread_mutex_lock(&tm->dmu);
+      tm->sweep_n++, tm->sweep_ns += dt;
+      gh_tm_sweep_done(tm, d, rc);
+    }
+    pthread_mutex_unlock(&tm->dmu);
+    pthread_mutex_unlock(&tm->mu);
+    pthread_mutex_lock(&tm->dmu);
   }
   pthread_mutex_unlock(&tm->dmu);
   return NULL;
