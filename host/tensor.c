@@ -399,6 +399,8 @@ struct gh_tmgr_s {
   pthread_t sweeper;
   int sweep_on, sweep_stop, sweep_want; /* running; told to stop; GPUHEAP_SWEEP=1 */
   int sweep_hold;                       /* tests: the sweeper takes no entry (_gh_tmgr_sweep_hold) */
+  int sweep_open;                       /* callers waiting for the GPU (gh_tm_sweep_window); 1 more with
+                                           GPUHEAP_SWEEP=2 */
   gh_tm_dead_t *dead_head, *dead_tail;
   size_t dead_queued;                   /* entries QUEUED or BUSY */
   uint64_t sweep_n, sweep_ns, sweep_settled; /* _gh_tmgr_sweep_times */
@@ -463,13 +465,32 @@ static void gh_tm_mover_drain(gh_tmgr_t* tm);
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
 
+/* GH_P with pmu taken only to count the call (a wait that the provider
+ * lets run beside its other calls: gh_frames_ops_t's waits_unlocked). */
+#define GH_PU(tm, call)                                                         \
+  ({                                                                            \
+    static int gh_uk_ = -1; /* this site's kind, under pmu */                   \
+    const uint64_t gh_uw0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;             \
+    const int gh_urc_ = (call);                                                 \
+    if (gh_uw0_) {                                                              \
+      pthread_mutex_lock(&(tm)->pmu);                                           \
+      gh_tm_op_time((tm), &gh_uk_, #call, gh_uw0_, gh_uw0_);                    \
+      pthread_mutex_unlock(&(tm)->pmu);                                         \
+    }                                                                           \
+    gh_urc_;                                                                    \
+  })
 /* GH_P for a call that waits for the GPU (an event or stream sync),
  * counted under `site`, one of GH_TM_W_*, and timed (the wait for pmu
- * included) with GPUHEAP_CALL_TIMES=1; under mu. */
+ * included) with GPUHEAP_CALL_TIMES=1; under mu. With the sweeper, the
+ * wait is its window (gh_tm_sweep_window), without pmu where the provider
+ * allows it. */
+static int gh_tm_sweep_window(gh_tmgr_t* tm, int open);
 #define GH_PW(tm, site, call)                                               \
   ({                                                                        \
     const uint64_t gh_ww0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;         \
-    const int gh_wrc_ = GH_P(tm, call);                                     \
+    const int gh_sw_ = gh_tm_sweep_window((tm), 1);                         \
+    const int gh_wrc_ = gh_sw_ && (tm)->ops->waits_unlocked ? GH_PU(tm, call) : GH_P(tm, call); \
+    if (gh_sw_) gh_tm_sweep_window((tm), 0);                                \
     (tm)->hwait_n[site]++;                                                  \
     if (gh_ww0_) (tm)->hwait_ns[site] += gh_tm_now_ns() - gh_ww0_;          \
     gh_wrc_;                                                                \
@@ -1438,11 +1459,13 @@ static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
  * makes it itself when the sweeper has not taken it); a DEAD vframe is
  * placed again only once unmapped (gh_tm_sweep_reap turns it FREE, at the
  * next placement); the sweeper touches nothing of the manager's but its
- * list and the provider, under pmu as every provider call, and it unmaps
- * one address at a time under mu, between the callers' calls: run beside
- * them, its unmaps would hold pmu (and the driver, which runs no two of
- * these calls at once) just when the caller maps the memory they free
- * (row 98's first measure). A use of a freed tensor meanwhile reaches the
+ * list and the provider, under pmu as every provider call. It unmaps only
+ * while a caller waits for the GPU (an event or stream sync, GH_PW, which
+ * then holds no pmu where the provider allows it: the vmm provider does,
+ * the simulation does not): run beside the callers' other work, its
+ * unmaps held pmu (and the driver, which runs no two of these calls at
+ * once) just when a caller mapped the memory they free, or, run between
+ * the callers' calls, held up their frees (row 98's first two measures). A use of a freed tensor meanwhile reaches the
  * memory's next tensor, as it would through a cached run. An unmap that fails is the manager's sticky
  * failure (mover_err: later allocations and prefetches fail with
  * GH_ERR_CORRUPT) and its addresses stay DEAD. */
@@ -1471,38 +1494,35 @@ static void* gh_tm_sweeper_main(void* arg) {
   gh_tm_is_sweeper = 1;
   pthread_mutex_lock(&tm->dmu);
   for (;;) {
-    gh_tm_dead_t* d = tm->sweep_hold ? NULL : tm->dead_head;
+    gh_tm_dead_t* d = tm->sweep_hold || !tm->sweep_open ? NULL : tm->dead_head;
     while (d && d->state != GH_TM_DEAD_QUEUED) d = d->next;
     if (!d) {
       if (tm->sweep_stop) break;
       pthread_cond_wait(&tm->dcv, &tm->dmu);
       continue;
     }
-    /* One unmap at a time under mu, so that it runs while the callers are
-     * out of the manager (not while they map or wait for the GPU under
-     * pmu), and so that no caller meets an entry of the sweeper's BUSY
-     * (gh_tm_sweep_settle waits under mu). mu before dmu. */
+    d->state = GH_TM_DEAD_BUSY;
     pthread_mutex_unlock(&tm->dmu);
-    pthread_mutex_lock(&tm->mu);
+    const uint64_t t0 = gh_tm_now_ns();
+    const int rc = gh_tm_sweep_unmap(tm, d);
+    const uint64_t dt = gh_tm_now_ns() - t0;
     pthread_mutex_lock(&tm->dmu);
-    d = tm->sweep_hold ? NULL : tm->dead_head;
-    while (d && d->state != GH_TM_DEAD_QUEUED) d = d->next;
-    if (d) {
-      d->state = GH_TM_DEAD_BUSY;
-      pthread_mutex_unlock(&tm->dmu);
-      const uint64_t t0 = gh_tm_now_ns();
-      const int rc = gh_tm_sweep_unmap(tm, d);
-      const uint64_t dt = gh_tm_now_ns() - t0;
-      pthread_mutex_lock(&tm->dmu);
-      tm->sweep_n++, tm->sweep_ns += dt;
-      gh_tm_sweep_done(tm, d, rc);
-    }
-    pthread_mutex_unlock(&tm->dmu);
-    pthread_mutex_unlock(&tm->mu);
-    pthread_mutex_lock(&tm->dmu);
+    tm->sweep_n++, tm->sweep_ns += dt;
+    gh_tm_sweep_done(tm, d, rc);
   }
   pthread_mutex_unlock(&tm->dmu);
   return NULL;
+}
+
+/* A caller starts (open) or ends a wait for the GPU: the sweeper's window.
+ * 1 if the manager runs a sweeper. */
+static int gh_tm_sweep_window(gh_tmgr_t* tm, int open) {
+  if (!tm->sweep_on) return 0;
+  pthread_mutex_lock(&tm->dmu);
+  tm->sweep_open += open ? 1 : -1;
+  if (open && tm->dead_queued) pthread_cond_signal(&tm->dcv);
+  pthread_mutex_unlock(&tm->dmu);
+  return 1;
 }
 
 /* Vframes [v, v + n) of a cached run (device memory, whole allocations)
@@ -2987,9 +3007,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     const char* mv = getenv("GPUHEAP_MOVER");
     tm->mover_off = !(mv && *mv && *mv != '0');
     /* GPUHEAP_SWEEP=1: cached runs given back are unmapped on the
-     * sweeper's thread (gh_tm_sweeper_main; not with the mover). */
+     * sweeper's thread while a caller waits for the GPU
+     * (gh_tm_sweeper_main; not with the mover); =2: whenever it has some
+     * (tests, and row 98's first measure). */
     const char* sw = getenv("GPUHEAP_SWEEP");
     tm->sweep_want = sw && *sw && *sw != '0';
+    tm->sweep_open = sw && *sw == '2';
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);

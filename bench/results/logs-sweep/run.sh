@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # What ran on the H200 for these logs (bench/NOTES.md, host side, row 98):
 # the sweeper (GPUHEAP_SWEEP=1) against the default, $OUT set by the device
-# tool, everything packed under $OUT/r. First the manager alone
+# tool, everything packed under $OUT/r, three times: run1/ at 3da11e3 (the
+# sweeper unmaps whenever it has something to unmap), run2/ at 243e51b (it
+# unmaps under mu, between the callers' calls), run3/ at the revision
+# named in run3/REV (it unmaps while a caller waits for the GPU). First the manager alone
 # (bench/replay_trace_cuda on traces/train-c-f3cba52, three alternated
 # rounds), then the training run's (c), three alternated rounds with
 # --phases and GPUHEAP_CALL_TIMES=1 (each phase's "vmm" is the calling
