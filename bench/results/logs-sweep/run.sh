@@ -32,4 +32,11 @@ one a "--only a --phases" > "$OUT/alt-a.log" 2>&1
 grep -E 'ms/step' "$OUT/alt.log" "$OUT/alt-a.log"
 summary a.json "[ds]-*.json"
 for f in "$OUT"/[ds]-*.log; do echo "-- $f"; grep -E 'host (forward|backward)' "$f" | grep -o 'host [a-z]*, ms a step: host [0-9.]*\|vmm [0-9.]*\|sweep_unmap [0-9.]*\|op_event_sync [0-9.]*' | tr '\n' ' '; echo; done
+# The manager's GPU tests with the sweeper (its window, and at once).
+for v in 1 2; do
+  for t in test_tensor_oversub test_tmgr_heap; do
+    b=$(find build-gpu -name $t -type f | head -1)
+    [ -n "$b" ] && { GPUHEAP_SWEEP=$v timeout 120 "$b" > "$OUT/$t-sweep$v.log" 2>&1; echo "$t GPUHEAP_SWEEP=$v rc=$?"; tail -1 "$OUT/$t-sweep$v.log"; }
+  done
+done
 cd "$R" && tar czf r.tgz r && rm -rf r
