@@ -397,10 +397,6 @@ int main(int argc, char** argv) {
     for (int k = 0; k < 9; k++) printf(" %s %" PRIu64, wait_rules[k], wn[k]);
     printf("\n");
   }
-  uint64_t sw_n = 0, sw_ns = 0, sw_settled = 0;
-  if (_gh_tmgr_sweep_times(tm, &sw_n, &sw_ns, &sw_settled) == GH_OK)
-    printf("the sweeper's unmaps (GPUHEAP_SWEEP=1): %" PRIu64 ", and %" PRIu64 " made by releases before it\n", sw_n,
-           sw_settled);
   uint64_t held = 0;
   if (_gh_tmgr_held_copies(tm, &held) == GH_OK && held)
     printf("homeless units whose copy waited for the map of the run evicting them: %" PRIu64 "\n", held);

@@ -108,9 +108,6 @@ typedef struct gh_frames_ops_s {
    * the wait) before the word reaches the value waits for that write: the
    * caller must not hold what the writer needs. */
   int (*stream_wait_value)(gh_frames_t* f, gh_stream_t stream, uint32_t* w, uint32_t value);
-  /* 1: event_sync and stream_sync may run beside the provider's other
-   * calls (the caller serializes all the others); 0: serialize them too. */
-  int waits_unlocked;
 } gh_frames_ops_t;
 
 /* The providers. _gh_frames_vmm exists only in the CUDA library. */

@@ -140,9 +140,8 @@ enum { GH_TM_RELEASE_SHORTEST = 0, GH_TM_RELEASE_OLDEST, GH_TM_RELEASE_NEWEST };
 #define GH_TM_CACHE_STALE 256u
 
 /* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
- * for reuse (see the cache below). DEAD: given back, still mapped until the
- * sweeper unmaps it (gh_tm_sweeper_main); free once it has. */
-enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE, GH_VF_DEAD };
+ * for reuse (see the cache below). */
+enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE };
 enum { GH_T_LIVE = 0, GH_T_PENDING = 1 };
 /* A free leaves its frames' counts to the manager's next call (gh_tm_lock),
  * so that its cost does not grow with the tensor's frames. */
@@ -217,17 +216,6 @@ typedef struct gh_tm_job_s {
   gh_pframe_t pfs[GH_TM_CHUNK_MAX];
   uint64_t seq;
 } gh_tm_job_t;
-
-/* An allocation mapped at addresses given back, for the sweeper to unmap
- * (gh_tm_sweeper_main): vframes [v, v + n), one whole mapping of pf. */
-enum { GH_TM_DEAD_QUEUED = 0, GH_TM_DEAD_BUSY, GH_TM_DEAD_DONE, GH_TM_DEAD_FAILED };
-typedef struct gh_tm_dead_s {
-  struct gh_tm_dead_s* next;
-  size_t v;
-  uint32_t n;
-  uint8_t state;  /* GH_TM_DEAD_*: queued, being unmapped, unmapped, the unmap failed */
-  gh_pframe_t pf;
-} gh_tm_dead_t;
 
 typedef struct gh_vframe_s {
   gh_pframe_t pf;       /* the allocation mapped here when tier != NONE */
@@ -391,19 +379,6 @@ struct gh_tmgr_s {
   int mover_err;                     /* the first failure that cannot be undone (sticky: the mover's, or a
                                         held copy's, gh_tm_held_flush), and what failed */
   char mover_what[192];
-  /* The sweeper (GPUHEAP_SWEEP=1): a thread that unmaps the allocations of
-   * cached runs given back, dead_head..dead_tail in the order they were
-   * given (gh_tm_sweeper_main). All under dmu. */
-  pthread_mutex_t dmu;
-  pthread_cond_t dcv, ddone_cv;
-  pthread_t sweeper;
-  int sweep_on, sweep_stop, sweep_want; /* running; told to stop; GPUHEAP_SWEEP=1 */
-  int sweep_hold;                       /* tests: the sweeper takes no entry (_gh_tmgr_sweep_hold) */
-  int sweep_open;                       /* callers waiting for the GPU (gh_tm_sweep_window); 1 more with
-                                           GPUHEAP_SWEEP=2 */
-  gh_tm_dead_t *dead_head, *dead_tail;
-  size_t dead_queued;                   /* entries QUEUED or BUSY */
-  uint64_t sweep_n, sweep_ns, sweep_settled; /* _gh_tmgr_sweep_times */
   gh_stream_t copy_stream;
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
@@ -460,37 +435,17 @@ static void gh_tm_pmu_waited(gh_tmgr_t* tm, uint64_t w0, uint64_t t0) {
 static uint64_t gh_tm_now_ns(void);
 static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
 static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
-static _Thread_local int gh_tm_is_sweeper; /* this thread is the sweeper */
 static void gh_tm_mover_drain(gh_tmgr_t* tm);
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
 
-/* GH_P with pmu taken only to count the call (a wait that the provider
- * lets run beside its other calls: gh_frames_ops_t's waits_unlocked). */
-#define GH_PU(tm, call)                                                         \
-  ({                                                                            \
-    static int gh_uk_ = -1; /* this site's kind, under pmu */                   \
-    const uint64_t gh_uw0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;             \
-    const int gh_urc_ = (call);                                                 \
-    if (gh_uw0_) {                                                              \
-      pthread_mutex_lock(&(tm)->pmu);                                           \
-      gh_tm_op_time((tm), &gh_uk_, #call, gh_uw0_, gh_uw0_);                    \
-      pthread_mutex_unlock(&(tm)->pmu);                                         \
-    }                                                                           \
-    gh_urc_;                                                                    \
-  })
 /* GH_P for a call that waits for the GPU (an event or stream sync),
  * counted under `site`, one of GH_TM_W_*, and timed (the wait for pmu
- * included) with GPUHEAP_CALL_TIMES=1; under mu. With the sweeper, the
- * wait is its window (gh_tm_sweep_window), without pmu where the provider
- * allows it. */
-static int gh_tm_sweep_window(gh_tmgr_t* tm, int open);
+ * included) with GPUHEAP_CALL_TIMES=1; under mu. */
 #define GH_PW(tm, site, call)                                               \
   ({                                                                        \
     const uint64_t gh_ww0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;         \
-    const int gh_sw_ = gh_tm_sweep_window((tm), 1);                         \
-    const int gh_wrc_ = gh_sw_ && (tm)->ops->waits_unlocked ? GH_PU(tm, call) : GH_P(tm, call); \
-    if (gh_sw_) gh_tm_sweep_window((tm), 0);                                \
+    const int gh_wrc_ = GH_P(tm, call);                                     \
     (tm)->hwait_n[site]++;                                                  \
     if (gh_ww0_) (tm)->hwait_ns[site] += gh_tm_now_ns() - gh_ww0_;          \
     gh_wrc_;                                                                \
@@ -1296,14 +1251,12 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
   return GH_OK;
 }
 
-static void gh_tm_sweep_settle(gh_tmgr_t* tm, gh_pframe_t pf);
 static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   for (size_t i = 0; i < tm->n_held; i++)
     if (tm->held[i].pf == pa->pf) gh_tm_held_flush(tm, NULL);  /* its copy first */
   gh_tm_pa_t p = *pa;
   gh_tm_pa_ready(tm, &p, NULL);
   gh_tm_dalias_put(tm, &p);
-  gh_tm_sweep_settle(tm, pa->pf);
   GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
   tm->dev_used -= pa->n;
 }
@@ -1413,24 +1366,6 @@ static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* 
   return n;
 }
 
-/* Forget vframes [v, v + n) (unmapped, or left to the sweeper: then DEAD)
- * and give back their allocations. */
-static void gh_tm_vframes_forget(gh_tmgr_t* tm, size_t v, size_t n, int dead) {
-  for (size_t i = v; i < v + n; i++) {
-    gh_vframe_t* f = &tm->vf[i];
-    gh_tm_count(tm, f, -1);
-    if (f->poff == 0) {
-      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier, 0};
-      gh_tm_pa_drop(tm, &pa);
-    }
-    free(f->bits);
-    memset(f, 0, sizeof *f);
-    f->snext = f->sprev = SIZE_MAX;
-    if (dead) f->role = GH_VF_DEAD;
-    else if (i >= tm->tensor_vf0 && i < tm->free_hint) tm->free_hint = i;
-  }
-}
-
 /* Unmap vframes [v, v + n) (all mapped, whole allocations) and give back
  * their allocations. */
 static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
@@ -1441,189 +1376,22 @@ static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
     while (j < end && tm->vf[j].homeless) j++;
     i = j;
   }
-  gh_tm_vframes_forget(tm, v, n, 0);
-}
-
-/* ---------------------------------------------------------------- the sweeper
- * With GPUHEAP_SWEEP=1, the allocations of a cached run given back to make
- * room (gh_tm_cache_release: a freed tensor's frames, an address nothing
- * uses again) are not unmapped by the calling thread: their vframes turn
- * DEAD, the allocations go to the spares at once (an allocation may be
- * mapped at several addresses, and a spare is mapped again wherever the
- * next run wants it), and a thread of the manager's own unmaps the dead
- * addresses meanwhile. The calling thread then spends no time in those
- * unmaps (bench/NOTES.md, host side, row 98: ~100 device allocations a
- * step of the training run, 79 % of its device unmaps). The rules that
- * keep it safe: an allocation is released only once no dead address maps
- * it (gh_tm_sweep_settle: the caller waits for the sweeper's unmap, or
- * makes it itself when the sweeper has not taken it); a DEAD vframe is
- * placed again only once unmapped (gh_tm_sweep_reap turns it FREE, at the
- * next placement); the sweeper touches nothing of the manager's but its
- * list and the provider, under pmu as every provider call. It unmaps only
- * while a caller waits for the GPU (an event or stream sync, GH_PW, which
- * then holds no pmu where the provider allows it: the vmm provider does,
- * the simulation does not): run beside the callers' other work, its
- * unmaps held pmu (and the driver, which runs no two of these calls at
- * once) just when a caller mapped the memory they free, or, run between
- * the callers' calls, held up their frees (row 98's first two measures). A use of a freed tensor meanwhile reaches the
- * memory's next tensor, as it would through a cached run. An unmap that fails is the manager's sticky
- * failure (mover_err: later allocations and prefetches fail with
- * GH_ERR_CORRUPT) and its addresses stay DEAD. */
-static int gh_tm_sweep_unmap(gh_tmgr_t* tm, const gh_tm_dead_t* d) {
-  return GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, d->v), d->n));
-}
-
-/* Under dmu: d (BUSY) is unmapped, or its unmap failed (rc). */
-static void gh_tm_sweep_done(gh_tmgr_t* tm, gh_tm_dead_t* d, int rc) {
-  d->state = rc == GH_OK ? GH_TM_DEAD_DONE : GH_TM_DEAD_FAILED;
-  tm->dead_queued--;
-  if (rc != GH_OK) {
-    pthread_mutex_lock(&tm->jmu);
-    if (!tm->mover_err) {
-      tm->mover_err = rc;
-      snprintf(tm->mover_what, sizeof tm->mover_what, "the sweeper could not unmap %p (%u frames): %s",
-               (void*)gh_tm_va(tm, d->v), d->n, gh_last_error_detail());
+  for (size_t i = v; i < v + n; i++) {
+    gh_vframe_t* f = &tm->vf[i];
+    gh_tm_count(tm, f, -1);
+    if (f->poff == 0) {
+      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier, 0};
+      gh_tm_pa_drop(tm, &pa);
     }
-    pthread_mutex_unlock(&tm->jmu);
-  }
-  pthread_cond_broadcast(&tm->ddone_cv);
-}
-
-static void* gh_tm_sweeper_main(void* arg) {
-  gh_tmgr_t* tm = arg;
-  gh_tm_is_sweeper = 1;
-  pthread_mutex_lock(&tm->dmu);
-  for (;;) {
-    gh_tm_dead_t* d = tm->sweep_hold || !tm->sweep_open ? NULL : tm->dead_head;
-    while (d && d->state != GH_TM_DEAD_QUEUED) d = d->next;
-    if (!d) {
-      if (tm->sweep_stop) break;
-      pthread_cond_wait(&tm->dcv, &tm->dmu);
-      continue;
-    }
-    d->state = GH_TM_DEAD_BUSY;
-    pthread_mutex_unlock(&tm->dmu);
-    const uint64_t t0 = gh_tm_now_ns();
-    const int rc = gh_tm_sweep_unmap(tm, d);
-    const uint64_t dt = gh_tm_now_ns() - t0;
-    pthread_mutex_lock(&tm->dmu);
-    tm->sweep_n++, tm->sweep_ns += dt;
-    gh_tm_sweep_done(tm, d, rc);
-  }
-  pthread_mutex_unlock(&tm->dmu);
-  return NULL;
-}
-
-/* A caller starts (open) or ends a wait for the GPU: the sweeper's window.
- * 1 if the manager runs a sweeper. */
-static int gh_tm_sweep_window(gh_tmgr_t* tm, int open) {
-  if (!tm->sweep_on) return 0;
-  pthread_mutex_lock(&tm->dmu);
-  tm->sweep_open += open ? 1 : -1;
-  if (open && tm->dead_queued) pthread_cond_signal(&tm->dcv);
-  pthread_mutex_unlock(&tm->dmu);
-  return 1;
-}
-
-/* Vframes [v, v + n) of a cached run (device memory, whole allocations)
- * given back: to the sweeper, or unmapped now without one (or for an
- * allocation whose entry cannot be made). */
-static void gh_tm_vframes_bury(gh_tmgr_t* tm, size_t v, size_t n) {
-  if (!tm->sweep_on) {
-    gh_tm_vframes_drop(tm, v, n);
-    return;
-  }
-  gh_tm_dead_t *first = NULL, *last = NULL;
-  size_t queued = 0;
-  for (size_t i = v; i < v + n;) {
-    const size_t k = tm->vf[i].pn;
-    gh_tm_dead_t* d = tm->vf[i].homeless || tm->vf[i].tier != GH_TIER_DEVICE ? NULL : malloc(sizeof *d);
-    if (!d) {
-      if (!tm->vf[i].homeless) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, i), k));
-      gh_tm_vframes_forget(tm, i, k, 0);
-    } else {
-      *d = (gh_tm_dead_t){NULL, i, (uint32_t)k, GH_TM_DEAD_QUEUED, tm->vf[i].pf};
-      if (last) last->next = d;
-      else first = d;
-      last = d, queued++;
-    }
-    i += k;
-  }
-  if (!first) return;
-  /* Listed before the allocations are given back: a release among them
-   * (gh_tm_pa_drop) settles its entry first. */
-  pthread_mutex_lock(&tm->dmu);
-  if (tm->dead_tail) tm->dead_tail->next = first;
-  else tm->dead_head = first;
-  tm->dead_tail = last;
-  tm->dead_queued += queued;
-  pthread_cond_signal(&tm->dcv);
-  pthread_mutex_unlock(&tm->dmu);
-  for (gh_tm_dead_t* d = first; d; d = d->next) {
-    const size_t dv = d->v, dn = d->n;  /* d may be reaped no sooner than this thread's next placement */
-    gh_tm_vframes_forget(tm, dv, dn, 1);
+    free(f->bits);
+    memset(f, 0, sizeof *f);
+    f->snext = f->sprev = SIZE_MAX;
+    if (i >= tm->tensor_vf0 && i < tm->free_hint) tm->free_hint = i;
   }
 }
 
-/* Under dmu: unmap d (QUEUED) on this thread. */
-static void gh_tm_sweep_here(gh_tmgr_t* tm, gh_tm_dead_t* d) {
-  d->state = GH_TM_DEAD_BUSY;
-  pthread_mutex_unlock(&tm->dmu);
-  const int rc = gh_tm_sweep_unmap(tm, d);
-  pthread_mutex_lock(&tm->dmu);
-  tm->sweep_settled++;
-  gh_tm_sweep_done(tm, d, rc);
-}
-
-/* No dead address maps allocation pf any more (all: no dead address is
- * mapped): the entries the sweeper has not taken are unmapped here, and
- * those it is unmapping waited for. Before pf is released; `all` for
- * exact counts and when the addresses are needed. */
-static void gh_tm_sweep_settle_(gh_tmgr_t* tm, gh_pframe_t pf, int all) {
-  if (!tm->dead_head) return;  /* only this thread adds entries */
-  pthread_mutex_lock(&tm->dmu);
-  for (gh_tm_dead_t* d = tm->dead_head; d; d = d->next) {
-    if (!all && d->pf != pf) continue;
-    if (d->state == GH_TM_DEAD_QUEUED) gh_tm_sweep_here(tm, d);
-    while (d->state == GH_TM_DEAD_BUSY) pthread_cond_wait(&tm->ddone_cv, &tm->dmu);
-  }
-  pthread_mutex_unlock(&tm->dmu);
-}
-static void gh_tm_sweep_settle(gh_tmgr_t* tm, gh_pframe_t pf) { gh_tm_sweep_settle_(tm, pf, 0); }
-
-/* Under mu: the dead vframes the sweeper has unmapped turn FREE (all = 1:
- * once it has unmapped every one queued). */
-static void gh_tm_sweep_reap(gh_tmgr_t* tm, int all) {
-  if (!tm->dead_head) return;  /* only this thread adds entries */
-  if (all) gh_tm_sweep_settle_(tm, 0, 1);
-  pthread_mutex_lock(&tm->dmu);
-  gh_tm_dead_t** pp = &tm->dead_head;
-  tm->dead_tail = NULL;
-  while (*pp) {
-    gh_tm_dead_t* d = *pp;
-    if (d->state != GH_TM_DEAD_DONE) {
-      tm->dead_tail = d, pp = &d->next;
-      continue;
-    }
-    for (size_t i = d->v; i < d->v + d->n; i++) tm->vf[i].role = GH_VF_FREE;
-    if (d->v < tm->free_hint) tm->free_hint = d->v;
-    *pp = d->next;
-    free(d);
-  }
-  pthread_mutex_unlock(&tm->dmu);
-}
-
-/* First fit: n consecutive FREE vframes in the tensor region, or SIZE_MAX
- * (after waiting for the sweeper's unmaps, if any are queued). */
-static size_t gh_tm_find_run_now(gh_tmgr_t* tm, size_t n);
+/* First fit: n consecutive FREE vframes in the tensor region, or SIZE_MAX. */
 static size_t gh_tm_find_run(gh_tmgr_t* tm, size_t n) {
-  gh_tm_sweep_reap(tm, 0);
-  const size_t v = gh_tm_find_run_now(tm, n);
-  if (v != SIZE_MAX || !tm->dead_head) return v;
-  gh_tm_sweep_reap(tm, 1);
-  return gh_tm_find_run_now(tm, n);
-}
-static size_t gh_tm_find_run_now(gh_tmgr_t* tm, size_t n) {
   size_t i = tm->free_hint;
   while (i < tm->n_va && tm->vf[i].role != GH_VF_FREE) i++;
   tm->free_hint = i;
@@ -2377,7 +2145,7 @@ static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
     const size_t i = gh_tm_cache_victim(tm);
     const gh_tm_crun_t e = tm->cache[i];
     tm->cache[i] = tm->cache[--tm->n_cache];
-    gh_tm_vframes_bury(tm, e.v0, e.n);
+    gh_tm_vframes_drop(tm, e.v0, e.n);
     freed += e.n;
   }
   for (unsigned k = 0; k < GH_KIND_COUNT && freed < want; k++)
@@ -2385,7 +2153,7 @@ static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
       nx = tm->vf[s].snext;
       if (tm->vf[s].live) continue;
       gh_tm_slab_unlink(tm, s);
-      gh_tm_vframes_bury(tm, s, 1);
+      gh_tm_vframes_drop(tm, s, 1);
       tm->slab_empty[k]--, freed++;
     }
   return freed;
@@ -3006,22 +2774,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * GPU and the calling thread then both wait for the mover. */
     const char* mv = getenv("GPUHEAP_MOVER");
     tm->mover_off = !(mv && *mv && *mv != '0');
-    /* GPUHEAP_SWEEP=1: cached runs given back are unmapped on the
-     * sweeper's thread while a caller waits for the GPU
-     * (gh_tm_sweeper_main; not with the mover); =2: whenever it has some
-     * (tests, and row 98's first measure). */
-    const char* sw = getenv("GPUHEAP_SWEEP");
-    tm->sweep_want = sw && *sw && *sw != '0';
-    tm->sweep_open = sw && *sw == '2';
   }
   pthread_mutex_init(&tm->mu, NULL);
   pthread_mutex_init(&tm->pmu, NULL);
   pthread_mutex_init(&tm->jmu, NULL);
   pthread_cond_init(&tm->jcv, NULL);
   pthread_cond_init(&tm->jdone_cv, NULL);
-  pthread_mutex_init(&tm->dmu, NULL);
-  pthread_cond_init(&tm->dcv, NULL);
-  pthread_cond_init(&tm->ddone_cv, NULL);
   pthread_cond_init(&tm->pool_cv, NULL);
   pthread_cond_init(&tm->pool_done_cv, NULL);
   for (unsigned k = 0; k < GH_KIND_COUNT; k++) tm->slab_head[k] = SIZE_MAX;
@@ -3141,8 +2899,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
       tm->word = NULL;
     }
   }
-  if (tm->sweep_want && !tm->mover_on && pthread_create(&tm->sweeper, NULL, gh_tm_sweeper_main, tm) == 0)
-    tm->sweep_on = 1;
   *out = tm;
   return GH_OK;
 fail:
@@ -3206,14 +2962,6 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   pthread_cond_destroy(&tm->jcv);
   pthread_cond_destroy(&tm->jdone_cv);
   pthread_mutex_destroy(&tm->jmu);
-  for (gh_tm_dead_t* d = tm->dead_head; d;) {  /* failed unmaps: close() unmaps what is left */
-    gh_tm_dead_t* nx = d->next;
-    free(d);
-    d = nx;
-  }
-  pthread_cond_destroy(&tm->dcv);
-  pthread_cond_destroy(&tm->ddone_cv);
-  pthread_mutex_destroy(&tm->dmu);
   pthread_cond_destroy(&tm->pool_cv);
   pthread_cond_destroy(&tm->pool_done_cv);
   pthread_mutex_destroy(&tm->pmu);
@@ -3223,15 +2971,6 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
 
 int gh_tmgr_destroy(gh_tmgr_t* tm) {
   if (!tm) return GH_OK;
-  if (tm->sweep_on) {
-    pthread_mutex_lock(&tm->dmu);
-    tm->sweep_stop = 1;  /* it unmaps the entries queued first */
-    pthread_cond_signal(&tm->dcv);
-    pthread_mutex_unlock(&tm->dmu);
-    pthread_join(tm->sweeper, NULL);
-    gh_tm_sweep_reap(tm, 1);
-    tm->sweep_on = 0;
-  }
   if (tm->mover_on) {
     pthread_mutex_lock(&tm->jmu);
     tm->mover_stop = 1;  /* it finishes the jobs queued first */
@@ -3939,38 +3678,11 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
 int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_map(tm->fr, nth)); }
 int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_copy(tm->fr, nth)); }
 
-/* Until the sweeper has unmapped every entry queued (the counts below then
- * hold them). */
-static void gh_tm_sweep_wait(gh_tmgr_t* tm) {
-  pthread_mutex_lock(&tm->mu);
-  gh_tm_sweep_settle_(tm, 0, 1);
-  pthread_mutex_unlock(&tm->mu);
-}
 int _gh_tmgr_sim_frames(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
-  if (tm) gh_tm_sweep_wait(tm);
   GH_TM_SIM_CALL(tm, _gh_frames_sim_frames(tm->fr, tier, mapped, unmapped));
 }
 int _gh_tmgr_sim_allocs(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
-  if (tm) gh_tm_sweep_wait(tm);
   GH_TM_SIM_CALL(tm, _gh_frames_sim_allocs(tm->fr, tier, mapped, unmapped));
-}
-
-int _gh_tmgr_sweep_hold(gh_tmgr_t* tm, int hold) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_sweep_hold: NULL manager");
-  if (!tm->sweep_on) return _gh_error(GH_ERR_UNSUPPORTED, "the manager runs no sweeper");
-  pthread_mutex_lock(&tm->dmu);
-  tm->sweep_hold = hold;
-  pthread_cond_broadcast(&tm->dcv);
-  pthread_mutex_unlock(&tm->dmu);
-  return GH_OK;
-}
-
-int _gh_tmgr_sweep_times(gh_tmgr_t* tm, uint64_t* unmaps, uint64_t* ns, uint64_t* settled) {
-  if (!tm || !unmaps || !ns || !settled) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_sweep_times: NULL argument");
-  pthread_mutex_lock(&tm->dmu);
-  *unmaps = tm->sweep_n, *ns = tm->sweep_ns, *settled = tm->sweep_settled;
-  pthread_mutex_unlock(&tm->dmu);
-  return tm->sweep_on ? GH_OK : GH_ERR_UNSUPPORTED;
 }
 
 int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n) {

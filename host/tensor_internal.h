@@ -124,17 +124,6 @@ int _gh_tmgr_alias_fragment(gh_tmgr_t* tm, int on);
  * it then waits until released) or let it go on. GH_ERR_UNSUPPORTED when
  * the manager runs no mover (GPUHEAP_MOVER). */
 int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold);
-/* The sweeper (GPUHEAP_SWEEP=1, tensor.c: gh_tm_sweeper_main): the unmaps
- * it has made so far and their host time in ns (counted in the stats'
- * vmm_calls and vmm_ns too, as every provider call), and the unmaps of its
- * list that a release made itself before the sweeper took them
- * (gh_tm_sweep_settle). GH_ERR_UNSUPPORTED, the counts written all the
- * same, when the manager runs no sweeper. */
-int _gh_tmgr_sweep_times(gh_tmgr_t* tm, uint64_t* unmaps, uint64_t* ns, uint64_t* settled);
-/* Tests only: hold the sweeper (it takes no entry: a release, or a
- * placement that finds no free addresses, then unmaps the entries it needs
- * itself) or let it go on. GH_ERR_UNSUPPORTED without a sweeper. */
-int _gh_tmgr_sweep_hold(gh_tmgr_t* tm, int hold);
 /* Tests only: physical frames the provider holds for this manager in
  * `tier` (simulation: its live count; other providers: GH_ERR_UNSUPPORTED). */
 int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames);

@@ -692,5 +692,4 @@ const gh_frames_ops_t _gh_frames_vmm = {
     .word_alloc = vmm_word_alloc,
     .word_free = vmm_word_free,
     .stream_wait_value = vmm_stream_wait_value,
-    .waits_unlocked = 1,
 };

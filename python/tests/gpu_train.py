@@ -134,37 +134,15 @@ def call_times(m):
         if f is None or f(ctypes.c_void_p(m.handle), n, ns) != 0:
             return {}
         out.update({prefix + k: (n[i], ns[i] * 1e-6) for i, k in enumerate(kinds)})
-    sw = sweep_times(m)
-    if sw:
-        out["sweep_unmap"] = (sw[0], sw[1])
     return out
-
-
-def sweep_times(m):
-    """With GPUHEAP_SWEEP=1: (unmaps, ms, unmaps made by releases) of the
-    manager's sweeper so far (_gh_tmgr_sweep_times); None without one, or
-    with a library that lacks it."""
-    if m is None:
-        return None
-    import ctypes
-    import gpuheap
-    f = getattr(gpuheap.library().cdll, "_gh_tmgr_sweep_times", None)
-    if f is None:
-        return None
-    n, ns, settled = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
-    if f(ctypes.c_void_p(m.handle), ctypes.byref(n), ctypes.byref(ns), ctypes.byref(settled)) != 0:
-        return None
-    return n.value, ns.value * 1e-6, settled.value
 
 
 def vmm_ms(m):
     """With GPUHEAP_CALL_TIMES=1, the manager's physical-memory calls'
-    time so far on the calling threads, ms (the sweeper's unmaps left out:
-    sweep_times); None otherwise (or without a manager)."""
+    time so far, ms; None otherwise (or without a manager)."""
     if m is None or os.environ.get("GPUHEAP_CALL_TIMES") != "1":
         return None
-    sw = sweep_times(m)
-    return sum(m.stats().get("vmm_ns", {}).values()) * 1e-6 - (sw[1] if sw else 0.0)
+    return sum(m.stats().get("vmm_ns", {}).values()) * 1e-6
 
 
 def host_mark(m):

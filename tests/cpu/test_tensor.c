@@ -230,7 +230,6 @@ static size_t rand_size(void) {
 }
 
 static uint64_t random_restores, random_evictions, random_moves, random_waits, random_homeless; /* over all seeds */
-static uint64_t random_swept; /* unmaps of the sweeper's thread (GPUHEAP_SWEEP=2) */
 static uint64_t random_ordered; /* over the seeds with deferred copies */
 /* random_run with the simulation's copies deferred: the test's reads and
  * writes stand for kernels on its streams, so each first lets the three
@@ -436,8 +435,6 @@ static void random_run(uint64_t seed, size_t ops) {
   CHECK((s.moves > 0) == (s.move_ns > 0));
   CHECK(max_pending > 0);
   if (random_defer) random_ordered += s.ordered_moves;
-  uint64_t sn = 0, sns = 0, sset = 0;
-  if (_gh_tmgr_sweep_times(tm, &sn, &sns, &sset) == GH_OK) random_swept += sn; /* the thread's own */
   drain_and_destroy(tm, &m);
   free(m.t);
 }
@@ -1628,88 +1625,6 @@ static void victims_fit_host(void) {
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   drain_and_destroy(tm, &m);
   free(m.t);
-}
-
-/* The sweeper (GPUHEAP_SWEEP=1, gh_tm_sweeper_main): cached runs given
- * back for room keep their mapping until its thread unmaps them, held here
- * so that the calling thread meets them still mapped. Chunks of 2 frames,
- * 8 device frames: p1, q1, p2, q2 (2 frames each) fill the budget; p1 and
- * p2 freed are two cached runs that a 4-frame run fits neither of, so both
- * are given back, and their allocations back the new run at once (no
- * create, no release) while their old addresses stay mapped and are not
- * placed again; a release of an allocation whose old address is still
- * mapped makes that unmap itself first (without it the simulation refuses
- * the release, and its memory stays); once unmapped, the addresses are
- * placed again (p1's, the lowest, by first fit). */
-static void sweep(void) {
-  setenv("GPUHEAP_SWEEP", "1", 1);
-  gh_tmgr_t* tm = make_tm(16, 64, 0, 0); /* 8 device frames */
-  unsetenv("GPUHEAP_SWEEP");
-  if (!tm) return;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
-  const size_t sz = 4 * MiB;
-  void *p1 = NULL, *q1 = NULL, *p2 = NULL, *q2 = NULL, *x = NULL, *y = NULL, *w = NULL;
-  uint64_t n0 = 0, ns = 0, set0 = 0, n1 = 0, set1 = 0;
-  CHECK(_gh_tmgr_sweep_times(tm, &n0, &ns, &set0) == GH_OK);
-  CHECK(_gh_tmgr_sweep_hold(tm, 1) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &p1) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &q1) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &p2) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &q2) == GH_OK);
-  if (!p1 || !q1 || !p2 || !q2) return;
-  pat_fill(q1, 0, sz, 91);
-  pat_fill(q2, 0, sz, 92);
-  CHECK(gh_tensor_free(tm, p1, NULL) == GH_OK && gh_tensor_free(tm, p2, NULL) == GH_OK);
-  settle(tm);
-  gh_tmgr_stats_t s0, st;
-  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
-  CHECK_EQ_U64(s0.cached_frames, 4);
-  CHECK(gh_tensor_alloc(tm, 2 * sz, GH_KIND_ACTIVATIONS, NULL, &x) == GH_OK);
-  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
-  CHECK_EQ_U64(st.cached_frames, 0);
-  CHECK_EQ_U64(st.evictions, s0.evictions);
-  CHECK_EQ_U64(st.vmm_calls[GH_VMM_CREATE], s0.vmm_calls[GH_VMM_CREATE]);   /* the spares backed x */
-  CHECK_EQ_U64(st.vmm_calls[GH_VMM_UNMAP], s0.vmm_calls[GH_VMM_UNMAP]);     /* held: nothing unmapped yet */
-  CHECK(tier_of(tm, x) == GH_TIER_DEVICE);
-  const uint8_t *xa = x, *pa1 = p1, *pa2 = p2;
-  CHECK((xa + 2 * sz <= pa1 || xa >= pa1 + sz) && (xa + 2 * sz <= pa2 || xa >= pa2 + sz)); /* not over dead addresses */
-  pat_fill(x, 0, 2 * sz, 93);
-  CHECK(pat_check(q1, 0, sz, 91) == SIZE_MAX && pat_check(q2, 0, sz, 92) == SIZE_MAX);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK_EQ_U64(sim_dev(tm), 8);
-  /* x's allocations given back and released while their old addresses
-   * (p1's, p2's) are still mapped: each release unmaps first. */
-  CHECK(gh_tensor_free(tm, x, NULL) == GH_OK);
-  settle(tm);
-  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
-  CHECK(_gh_tmgr_sweep_times(tm, &n1, &ns, &set1) == GH_OK);
-  CHECK_EQ_U64(n1 - n0, 0);
-  CHECK(set1 - set0 >= 2); /* p1's and p2's addresses, unmapped by the releases */
-  CHECK_EQ_U64(sim_dev(tm), 4);
-  CHECK(pat_check(q1, 0, sz, 91) == SIZE_MAX && pat_check(q2, 0, sz, 92) == SIZE_MAX);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  /* The sweeper let go: the rest it unmaps (or a wait makes it); then the
-   * lowest addresses, p1's, are placed again. */
-  CHECK(_gh_tmgr_sweep_hold(tm, 0) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &y) == GH_OK);
-  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_DEVICE, NULL, NULL) == GH_OK); /* waits for the sweeper */
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, NULL, &w) == GH_OK);
-  CHECK(w == p1 || y == p1);
-  CHECK(gh_tensor_free(tm, y, NULL) == GH_OK && gh_tensor_free(tm, w, NULL) == GH_OK);
-  CHECK(gh_tensor_free(tm, q1, NULL) == GH_OK && gh_tensor_free(tm, q2, NULL) == GH_OK);
-  settle(tm);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
-  CHECK(_gh_tmgr_sim_allocs(tm, GH_TIER_DEVICE, NULL, NULL) == GH_OK);
-  CHECK_EQ_U64(sim_dev(tm), 0);
-  CHECK(_gh_tmgr_sweep_hold(tm, 1) == GH_OK); /* destroy unmaps what is left */
-  CHECK(gh_tmgr_destroy(tm) == GH_OK);
-  /* Without the switch there is no sweeper. */
-  tm = make_tm(16, 64, 0, 0);
-  if (!tm) return;
-  CHECK(_gh_tmgr_sweep_times(tm, &n1, &ns, &set1) == GH_ERR_UNSUPPORTED);
-  CHECK(_gh_tmgr_sweep_hold(tm, 1) == GH_ERR_UNSUPPORTED);
-  CHECK(gh_tmgr_destroy(tm) == GH_OK);
 }
 
 /* The cache's release order (gh_tm_cache_victim): a (4 frames) and b (2
@@ -3084,7 +2999,6 @@ int main(int argc, char** argv) {
   failed_maps();
   cache_shortest();
   early_flush();
-  sweep();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
@@ -3102,10 +3016,6 @@ int main(int argc, char** argv) {
   random_run(8, ops);
   unsetenv("GPUHEAP_MOVER");
   random_defer = 0;
-  setenv("GPUHEAP_SWEEP", "2", 1); /* cached runs given back unmapped on the sweeper's thread, at once */
-  random_run(9, ops);
-  unsetenv("GPUHEAP_SWEEP");
-  if (ops >= 1000) CHECK(random_swept > 0);
   CHECK(random_restores > 0 && random_evictions > 0 && random_moves > 0 && random_waits > 0 && random_ordered > 0);
   printf("random runs: %llu frames evicted homeless\n", (unsigned long long)random_homeless);
   if (ops >= 1000) CHECK(random_homeless > 0);
