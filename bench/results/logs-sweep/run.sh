@@ -4,7 +4,8 @@
 # tool, everything packed under $OUT/r, three times: run1/ at 3da11e3 (the
 # sweeper unmaps whenever it has something to unmap), run2/ at 243e51b (it
 # unmaps under mu, between the callers' calls), run3/ at the revision
-# named in run3/REV (it unmaps while a caller waits for the GPU). First the manager alone
+# named in run3/REV (it unmaps while a caller waits for the GPU). Not
+# kept; 7279dc9's code is sweep.patch here, which applies on 565156f. First the manager alone
 # (bench/replay_trace_cuda on traces/train-c-f3cba52, three alternated
 # rounds), then the training run's (c), three alternated rounds with
 # --phases and GPUHEAP_CALL_TIMES=1 (each phase's "vmm" is the calling
