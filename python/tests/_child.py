@@ -22,6 +22,16 @@ def log(*a):
     print(*a, flush=True)
 
 
+def verdict(tag, fails, passed):
+    """Log each failure as "TAG: FAIL: ..." or, with none, "TAG: PASS: "
+    and passed() (called only then); the exit code, 1 or 0."""
+    for f in fails:
+        log(f"{tag}: FAIL: {f}")
+    if not fails:
+        log(f"{tag}: PASS: {passed()}")
+    return 1 if fails else 0
+
+
 def torch_or_skip(tag):
     """PyTorch, or exit with SKIP (logged under `tag`) where it does not
     import or sees no CUDA device."""

@@ -22,7 +22,7 @@ import os
 import sys
 import tempfile
 
-from _child import PYDIR, SKIP, log, run as run_child
+from _child import PYDIR, SKIP, log, run as run_child, verdict
 
 
 def parse_args(argv=None):
@@ -137,12 +137,8 @@ def parent(a):
         fails.append("the gpuheap run evicted nothing (raise --arrays or lower --budget)")
     if gh["oom"]:
         fails.append("the gpuheap run met an out-of-memory")
-    for f in fails:
-        log("gpu_cupy: FAIL: " + f)
-    if not fails:
-        log(f"gpu_cupy: PASS: {a.arrays} arrays of {a.n}^2 complex64, results bitwise equal; "
-            f"{gh['stats']['evictions']} frames evicted, {gh['stats']['restores']} restored")
-    return 1 if fails else 0
+    return verdict("gpu_cupy", fails, lambda: f"{a.arrays} arrays of {a.n}^2 complex64, results bitwise equal; "
+                   f"{gh['stats']['evictions']} frames evicted, {gh['stats']['restores']} restored")
 
 
 def main(argv=None):

@@ -33,7 +33,7 @@ import tempfile
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is imported
 
-from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip  # noqa: E402
+from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -190,14 +190,11 @@ def parent(a):
         fails.append("no saved tensor was prefetched ahead")
     if gh["oom"]:
         fails.append("the gpuheap run met an out-of-memory")
-    for f in fails:
-        log("gpu_offload: FAIL: " + f)
-    if not fails:
-        log(f"gpu_offload: PASS: {a.steps} steps bitwise equal (losses, partial gradients, parameters); "
-            f"budget {st['device_budget'] >> 20} MiB of a {plain['peak'] >> 20} MiB peak, {st['evictions']} frames "
-            f"evicted, {st['restores']} restored; quiet {c['quieted']} + {c['quieted_forward']} in forward, "
-            f"ahead {c['prefetched_ahead']}")
-    return 1 if fails else 0
+    return verdict("gpu_offload", fails,
+                   lambda: f"{a.steps} steps bitwise equal (losses, partial gradients, parameters); "
+                   f"budget {st['device_budget'] >> 20} MiB of a {plain['peak'] >> 20} MiB peak, {st['evictions']} "
+                   f"frames evicted, {st['restores']} restored; quiet {c['quieted']} + {c['quieted_forward']} in "
+                   f"forward, ahead {c['prefetched_ahead']}")
 
 
 def main(argv=None):

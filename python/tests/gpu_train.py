@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 
-from _child import PYDIR, SKIP, log, run, torch_or_skip
+from _child import PYDIR, SKIP, log, run, torch_or_skip, verdict
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is imported
 
@@ -750,11 +750,7 @@ def parent(a):
             f"losses {same} (a)'s")
         write_csv(a.reference_csv, [("a", ra), ("d", rd)])
         log(f"gpu_train: wrote {a.reference_csv}")
-    for f in fails:
-        log("gpu_train: FAIL: " + f)
-    if not fails:
-        log(f"gpu_train: PASS: {len(ra['losses'])} steps, losses bitwise equal in all three configs")
-    return 1 if fails else 0
+    return verdict("gpu_train", fails, lambda: f"{len(ra['losses'])} steps, losses bitwise equal in all three configs")
 
 
 def main(argv=None):

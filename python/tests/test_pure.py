@@ -1766,7 +1766,7 @@ class TestCurrentStream(unittest.TestCase):
 
 
 class TestChildRunner(unittest.TestCase):
-    """python/tests/_child.py, the runner gpu_train.py and gpu_cupy.py share."""
+    """python/tests/_child.py, what gpu_train.py, gpu_offload.py and gpu_cupy.py share."""
 
     def test_outcomes(self):
         import _child
@@ -1792,6 +1792,20 @@ class TestChildRunner(unittest.TestCase):
         self.assertIn("t: slow killed after 1 s", log)
         self.assertNotIn("t: ok", log)
         self.assertEqual(_child.SKIP, 77)
+
+    def test_verdict(self):
+        import _child
+
+        def boom():
+            raise AssertionError("the PASS line is built only without failures")
+        stdout, sys.stdout = sys.stdout, io.StringIO()
+        try:
+            self.assertEqual(_child.verdict("t", ["x differ", "no eviction"], boom), 1)
+            self.assertEqual(_child.verdict("t", [], lambda: "3 steps"), 0)
+            log = sys.stdout.getvalue()
+        finally:
+            sys.stdout = stdout
+        self.assertEqual(log.splitlines(), ["t: FAIL: x differ", "t: FAIL: no eviction", "t: PASS: 3 steps"])
 
     def test_train_csv(self):
         import gpu_train
