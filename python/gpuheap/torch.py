@@ -578,7 +578,10 @@ class Offload:
         crosses PCIe twice a step, and each hint synchronizes.
 
     The `keep_last` most recent ones -- the next ops of the forward read
-    them, and backward starts with them -- are not hinted. Skipped: tensors
+    them, and backward starts with them -- are not hinted (2 by default:
+    4 and 8 were no faster on the training run of python/tests/gpu_train.py,
+    and drained streams 2-4 times a step: bench/NOTES.md, host side, row
+    99). Skipped: tensors
     not on CUDA, storages smaller than `min_bytes` (they share 2 MiB frames
     with others; the manager's CLOCK handles those), parameters, storages
     mark_model marked as weights / optimizer state, and storages that
