@@ -16,6 +16,15 @@
 # peak bytes on the training run of python/tests/gpu_train.py.
 export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
 peak=${peak:-1482845601}
+# The machine, once per $OUT: the date, the revision (GH_REV), the GPU and
+# its driver, CUDA and torch.
+[ -f "$OUT/machine.txt" ] || {
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "revision: ${GH_REV:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  nvcc --version 2>/dev/null | tail -1
+  python3 -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -1
+} > "$OUT/machine.txt"
 one() {  # name, gpu_train options, environment...
   local name=$1 opts=$2
   shift 2
