@@ -581,12 +581,11 @@ class Offload:
     them, and backward starts with them -- are not hinted (2 by default:
     4 and 8 were no faster on the training run of python/tests/gpu_train.py,
     and drained streams 2-4 times a step: bench/NOTES.md, host side, row
-    99). Skipped: tensors
-    not on CUDA, storages smaller than `min_bytes` (they share 2 MiB frames
-    with others; the manager's CLOCK handles those), parameters, storages
-    mark_model marked as weights / optimizer state, and storages that
-    gpuheap did not allocate (the hint then fails with ERR_FOREIGN and the
-    tensor is left alone).
+    99). Skipped: tensors not on CUDA, storages smaller than `min_bytes`
+    (they share 2 MiB frames with others; the manager's CLOCK handles
+    those), parameters, storages mark_model marked as weights / optimizer
+    state, and storages that gpuheap did not allocate (the hint then fails
+    with ERR_FOREIGN and the tensor is left alone).
 
     Backward (unpack): unpack returns the same tensor; before that it
     prefetches it (if not done yet) and the next `prefetch_distance` saved
