@@ -550,9 +550,10 @@ def _torch_ptr(t):
 
 
 OFFLOAD_MODES = ("cold", "evict")
-# Offload's counter for each hint sent ("use" counts nothing; the rest "prefetched").
+# Offload's counter for each hint sent ("use" counts nothing; the others,
+# prefetches ahead included, "prefetched").
 _HINT_COUNTER = {"advise": "advised", "evict": "evicted", "weights": "weights_prefetched", "quiet": "quieted",
-                 "quiet_forward": "quieted_forward", "ahead": "prefetched"}
+                 "quiet_forward": "quieted_forward"}
 
 
 class Offload:
