@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Row 103 (bench/NOTES.md, host side): options at width 512, one run of (c)
+# each with --phases after one (a) for the budget; then (a) and the default
+# and two options again at 384. expectation.txt was written before. $OUT set
+# by the device tool; packed under $OUT/r.
+set -u
+. tools/env.sh
+R=$OUT; export OUT=$R/r; mkdir -p "$OUT"
+pack() { cd "$R" && tar czf r.tgz r && rm -rf r; }
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+  cmake --build build-gpu -j16 --target gpuheap; } > "$OUT/build.log" 2>&1 || { tail "$OUT/build.log"; pack; exit 1; }
+. tools/alt-train.sh
+w=512
+{
+peak=0
+one a$w "--only a --width $w"
+peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak'])" "$OUT/a$w.json")
+one c$w-default "--only c --width $w --phases"
+one c$w-pd2 "--only c --width $w --phases --prefetch-distance 2"
+one c$w-wf1 "--only c --width $w --phases" GPUHEAP_WAIT_FREES=1
+one c$w-ck0 "--only c --width $w --phases" GPUHEAP_COPY_KERNEL=0
+one c$w-pd3 "--only c --width $w --phases --prefetch-distance 3"
+one c$w-mover "--only c --width $w --phases" GPUHEAP_MOVER=1
+one c$w-lw90 "--only c --width $w --phases --low-watermark 0.9"
+one c$w-kl8 "--only c --width $w --phases --keep-last 8"
+summary a$w.json "c$w-*.json"
+} > "$OUT/alt512.log" 2>&1
+grep -E "ms/step|losses" "$OUT/alt512.log"
+pack
