@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Row 103 (bench/NOTES.md, host side): options at width 512, one run of (c)
-# each with --phases after one (a) for the budget; then (a) and the default
-# and two options again at 384. expectation.txt was written before. $OUT set
-# by the device tool; packed under $OUT/r.
+# each with --phases after one (a) for the budget. expectation.txt was
+# written before. $OUT set by the device tool; packed under $OUT/r.
 set -u
 . tools/env.sh
 R=$OUT; export OUT=$R/r; mkdir -p "$OUT"
