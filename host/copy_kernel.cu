@@ -11,7 +11,9 @@
  * copies at 51.6 GB/s against the engine's 55.0 (bench_evict
  * --probe-engine; bench/NOTES.md, host side, row 51). So the manager's
  * evictions, which run beside the maps of the tensors they make room for,
- * may copy this way (GPUHEAP_COPY_KERNEL, host/tensor.c).
+ * may copy this way (GPUHEAP_COPY_KERNEL, host/tensor.c). Not by default
+ * since row 104: beside a model's own kernels its blocks slow, and where
+ * the GPU bounds a training step the engine's copies shorten it.
  *
  * Blocks: 8 of 512 threads, 16 bytes a thread a turn (4 blocks: 50.8 GB/s;
  * more blocks copy no faster and make the access call wait longer: 0.23 ms

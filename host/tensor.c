@@ -336,8 +336,8 @@ struct gh_tmgr_s {
   int dalias_off;                    /* GPUHEAP_DEVICE_ALIASES=0: moves stage every device allocation */
   int homeless_off;                  /* GPUHEAP_HOMELESS=0: quiet tensors' homes are mapped as others' */
   int hold_off;                      /* GPUHEAP_HOLD_COPIES=0: homeless evictions copy at once */
-  int copy_kernel;                   /* evictions copy by a kernel: -1 homeless units' (default), 1 every
-                                        unit's, 0 none (GPUHEAP_COPY_KERNEL; gh_tm_copy_out) */
+  int copy_kernel;                   /* evictions copy by a kernel: 0 none (default), -1 homeless units',
+                                        1 every unit's (GPUHEAP_COPY_KERNEL; gh_tm_copy_out) */
   int wait_frees;                    /* room waits for pending frees before evicting: -1 while restoring with
                                         a quiet tensor among the first cold ones (default), 1 always, 0 never
                                         (GPUHEAP_WAIT_FREES) */
@@ -1507,16 +1507,19 @@ static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t) {
   return rc;
 }
 
-/* An eviction's copy (device to host) on the copy stream: by the
- * provider's kernel for a homeless unit (GPUHEAP_COPY_KERNEL=1: every
- * unit, 0: none), else by the copy engine. A map's access call waits in
- * the driver for every device-to-host copy of the copy engine in flight,
- * whatever memory it reads, and for this kernel only briefly (0.69 against
- * 0.08 ms for 36 MiB: host/copy_kernel.cu, bench/NOTES.md, host side, row
- * 51); the maps that run beside evictions are the device maps of the runs
- * they make room for. A unit with a home is left to the engine by default:
- * its home's host-memory map waits for either copy, and longer for the
- * kernel's (0.95 against 0.76 ms). */
+/* An eviction's copy (device to host) on the copy stream: by the copy
+ * engine (the default), or by the provider's kernel for every unit
+ * (GPUHEAP_COPY_KERNEL=1) or for homeless units only (=homeless). A map's
+ * access call waits in the driver for every device-to-host copy of the
+ * engine in flight, whatever memory it reads, and for this kernel only
+ * briefly (0.69 against 0.08 ms for 36 MiB: host/copy_kernel.cu,
+ * bench/NOTES.md, host side, row 51), which made the kernel the homeless
+ * units' default from row 51 to row 104; but the kernel's 8 blocks slow
+ * beside the model's own kernels, and where the GPU bounds the step the
+ * engine wins (rows 70, 103-104: a training step -3 to -34 ms at widths
+ * 192-512, level at 64, where the host is the bound). A unit with a home
+ * takes the engine either way unless =1: its home's host-memory map waits
+ * for either copy, and longer for the kernel's (0.95 against 0.76 ms). */
 static int gh_tm_copy_out(gh_tmgr_t* tm, void* dst, const void* src, size_t bytes, int homeless) {
   if (tm->copy_kernel > 0 || (tm->copy_kernel < 0 && homeless))
     return tm->ops->copy_to_host(tm->fr, dst, src, bytes, tm->copy_stream);
@@ -2739,10 +2742,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * copy (bench/NOTES.md, host side, rows 46 and 48). */
     const char* hc = getenv("GPUHEAP_HOLD_COPIES");
     tm->hold_off = hc && *hc == '0';
-    /* GPUHEAP_COPY_KERNEL=1: every eviction copies by kernel, =0 none
-     * (default: homeless units', gh_tm_copy_out; row 51). */
+    /* GPUHEAP_COPY_KERNEL=1: every eviction copies by kernel,
+     * =homeless: homeless units' (row 51's rule), =0 or unset: none
+     * (gh_tm_copy_out; rows 103-104). */
     const char* ck = getenv("GPUHEAP_COPY_KERNEL");
-    tm->copy_kernel = ck && *ck ? *ck != '0' : -1;
+    tm->copy_kernel = !ck || !*ck || *ck == '0' ? 0 : strcmp(ck, "homeless") == 0 ? -1 : 1;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
     tm->wait_frees = wf && *wf ? *wf != '0' : -1;
     const char* ct = getenv("GPUHEAP_CALL_TIMES");

@@ -2409,10 +2409,11 @@ static void held_copies(void) {
 }
 
 /* Which evictions copy by the provider's kernel (copy_to_host): by
- * default a homeless unit's (a quiet tensor's, its home left unmapped),
- * not one whose home gets host memory; GPUHEAP_COPY_KERNEL=1 every
- * eviction's, =0 none. A restore never does (nor, by default, the
- * evictions of tensors with homes it makes room for). Bytes are checked after each
+ * default none (the engine); GPUHEAP_COPY_KERNEL=homeless a homeless
+ * unit's (a quiet tensor's, its home left unmapped), not one whose home
+ * gets host memory; =1 every eviction's; =0 none. A restore never does
+ * (nor, but with =1, the evictions of tensors with homes it makes room
+ * for). Bytes are checked after each
  * round trip (copies deferred until waited for). */
 static void copy_kernel_one(const char* env, int quiet_by_kernel, int cold_by_kernel) {
   void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
@@ -2450,7 +2451,8 @@ static void copy_kernel_one(const char* env, int quiet_by_kernel, int cold_by_ke
 }
 
 static void copy_kernel(void) {
-  copy_kernel_one(NULL, 1, 0);
+  copy_kernel_one(NULL, 0, 0);
+  copy_kernel_one("homeless", 1, 0);
   copy_kernel_one("1", 1, 1);
   copy_kernel_one("0", 0, 0);
 }
