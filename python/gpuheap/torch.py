@@ -390,13 +390,15 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
     prefetch=True each module with parameters or buffers of its own also
     prefetches them before its forward (a forward pre-hook), and the
     optimizer its parameters, gradients and state before step() (a step
-    pre-hook), in one call each (nothing moves for memory on the device).
-    Off by default: in python/tests/gpu_train.py (c) it moved more than it
-    saved (111-139 against 93-121 ms a step; bench/NOTES.md, host side,
-    rows 12-13).
+    pre-hook), in one call each (nothing moves for memory on the device);
+    prefetch="step" installs the step pre-hook alone. Off by default: in
+    python/tests/gpu_train.py (c) it moved more than it saved (111-139
+    against 93-121 ms a step; bench/NOTES.md, host side, rows 12-13).
 
     Returns a handle whose remove() takes the hooks away. `stream`: a
     callable giving the stream of the prefetches (default: the current one)."""
+    if isinstance(prefetch, str) and prefetch != "step":
+        raise ValueError(f"mark_model: prefetch must be a bool or 'step', not {prefetch!r}")
     m = _mgr(manager)
     marks = _Marks()
     stream = stream or (lambda: _current_stream())
@@ -409,7 +411,7 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
             if p.requires_grad and hasattr(p, "register_post_accumulate_grad_hook"):
                 marks._hooks.append(p.register_post_accumulate_grad_hook(
                     lambda q: _mark(q.grad, Kind.OPTIMIZER, m, marks, "gradients", False)))
-    if prefetch:
+    if prefetch and prefetch != "step":
         for mod in model.modules():
             if next(itertools.chain(mod.parameters(recurse=False), mod.buffers(recurse=False)), None) is None:
                 continue

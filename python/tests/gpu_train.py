@@ -72,6 +72,8 @@ def parse_args(argv=None):
                     "optimizer on the GPU with a marker kernel, so that --trace splits the time by phase")
     ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
                     "weights and optimizer memory the manager evicted are brought back before forward and step()")
+    ap.add_argument("--step-prefetch", action="store_true", help="(b), (c): mark_model(prefetch='step'): the "
+                    "optimizer's parameters, gradients and state the manager evicted are brought back before step()")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
     ap.add_argument("--quiet-auto", action="store_true", help="(c): offload(quiet='auto'), the default: saved "
                     "tensors only autograd reaches are advised quiet (evicted homeless)")
@@ -289,7 +291,7 @@ def child(a):
     ys = [y.to(dev) for y in ys]
     off = None
     if m is not None:
-        ght.mark_model(model, opt, prefetch=a.model_prefetch)
+        ght.mark_model(model, opt, prefetch="step" if a.step_prefetch and not a.model_prefetch else a.model_prefetch)
     if cfg == "c" and not a.no_offload:
         quiet = False if a.no_quiet else True if a.quiet else "auto"
         kw = {} if a.prefetch_distance is None else {"prefetch_distance": a.prefetch_distance}
@@ -656,6 +658,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--trace", a.trace + "." + cfg]
     if a.model_prefetch:
         args += ["--model-prefetch"]
+    if a.step_prefetch:
+        args += ["--step-prefetch"]
     if a.no_unpack_weights:
         args += ["--no-unpack-weights"]
     if a.no_offload:

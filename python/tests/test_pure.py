@@ -1339,6 +1339,47 @@ class TestMarkModel(unittest.TestCase):
         finally:
             ght._protected.clear()
 
+    def test_step_prefetch_only(self):
+        """prefetch="step": the step pre-hook alone (no module walked, no
+        forward pre-hook); a string other than "step" is refused."""
+        fm = FakeManager()
+        w = FakeTensor(0x100000, 8192, leaf=True)
+        w.grad = FakeTensor(0x200000, 8192)
+
+        class Model:
+            def parameters(self, recurse=True):
+                return iter([w])
+
+            def buffers(self, recurse=True):
+                return iter([])
+
+            def modules(self):
+                raise AssertionError("modules() walked with prefetch='step'")
+
+        class Opt:
+            def __init__(self):
+                self.state = {w: {"momentum_buffer": FakeTensor(0x300000, 8192)}}
+                self.param_groups = [{"params": [w]}]
+                self.pre = _Hooks()
+
+            def register_step_pre_hook(self, fn):
+                return self.pre.add(fn)
+
+        opt = Opt()
+        try:
+            with self.assertRaises(ValueError):
+                ght.mark_model(Model(), opt, manager=fm, grads=False, prefetch="forward")
+            self.assertEqual((opt.pre.hooks, fm.calls, ght._protected), ([], [], set()))  # nothing done first
+            marks = ght.mark_model(Model(), opt, manager=fm, grads=False, prefetch="step", stream=lambda: None)
+            self.assertEqual(len(opt.pre.hooks), 1)
+            fm.calls.clear()
+            opt.pre.hooks[0](opt, (), {})
+            self.assertEqual(fm.calls, [("prefetch_many", (0x100000, 0x200000, 0x300000))])
+            marks.remove()
+            self.assertEqual(opt.pre.hooks, [])
+        finally:
+            ght._protected.clear()
+
 
 FAKE_TORCH = '''
 """A stand-in for PyTorch: what gpuheap.torch.enable touches."""
