@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Row 105 (bench/NOTES.md, host side), at the revision where the engine
+# makes every eviction copy by default: (c) with mark_model(prefetch="step")
+# (gpu_train.py --step-prefetch, "s") against without ("d"), two alternated
+# rounds at width 384 and one at 512 after one (a) each, with --phases; then
+# the three configs at width 64 with --csv (torch-h200.csv's form).
+# expectation.txt was written before. $OUT set by the device tool; files
+# under $OUT/r (packed at the end).
+set -u
+. tools/env.sh
+R=$OUT; export OUT=$R/r; mkdir -p "$OUT"
+pack() { cd "$R" && tar czf r.tgz r && rm -rf r; }
+{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+  cmake --build build-gpu -j16 --target gpuheap; } > "$OUT/build.log" 2>&1 || { tail "$OUT/build.log"; pack; exit 1; }
+. tools/alt-train.sh
+for w in 384 512; do
+  peak=0
+  one a$w "--only a --width $w"
+  peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak'])" "$OUT/a$w.json") || continue
+  for r in 1 2; do
+    [ $w = 512 ] && [ $r = 2 ] && break
+    one c$w-d-$r "--only c --width $w --phases"
+    one c$w-s-$r "--only c --width $w --phases --step-prefetch"
+  done
+  summary a$w.json "c$w-*.json"
+done > "$OUT/alt.log" 2>&1
+grep -E "ms/step|losses" "$OUT/alt.log"
+timeout 150 python3 -u python/tests/gpu_train.py --steps 20 --time-limit 60 --csv "$OUT/torch-h200.csv" \
+  > "$OUT/w64.log" 2>&1
+echo "width 64 rc=$?"; grep -E "ms/step|PASS|FAIL" "$OUT/w64.log"
+pack
