@@ -36,6 +36,16 @@ one() {  # name, gpu_train options, environment...
   grep -o '"call_ms": {[^}]*}' "$OUT/$name.log" | tail -1  # with GPUHEAP_CALL_TIMES=1
   echo
 }
+# `peak_run NAME "GPU_TRAIN OPTIONS"`: one (a) run (`--only a` added), whose
+# peak becomes $peak, the budget's base for the (c) runs after it. Fails
+# when the run left no peak.
+peak_run() {
+  local name=$1 opts=$2
+  peak=0
+  one "$name" "--only a $opts"
+  peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak'])" "$OUT/$name.json" 2>/dev/null) ||
+    { peak=0; return 1; }
+}
 # After the runs: `summary REF PATTERN [REF PATTERN ...]` prints, for each
 # run's JSON under $OUT matching PATTERN, whether its losses equal those of
 # REF (a JSON under $OUT, e.g. a.json) bit for bit, its out-of-memory flag,

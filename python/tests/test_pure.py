@@ -1223,6 +1223,23 @@ class TestOffloadQuiet(unittest.TestCase):
         self.assertEqual(off.counters["hint_errors"], 1)
 
 
+class _OneWeightModel:
+    """A model of one parameter w and no buffers whose modules() must not be
+    walked (`why`: the setting under test)."""
+
+    def __init__(self, w, why):
+        self.w, self.why = w, why
+
+    def parameters(self, recurse=True):
+        return iter([self.w])
+
+    def buffers(self, recurse=True):
+        return iter([])
+
+    def modules(self):
+        raise AssertionError(f"modules() walked with {self.why}")
+
+
 class TestMarkModel(unittest.TestCase):
     def test_kinds_and_hooks(self):
         fm = FakeManager()
@@ -1322,18 +1339,8 @@ class TestMarkModel(unittest.TestCase):
         fm = FakeManager()
         w = FakeTensor(0x100000, 8192, leaf=True)
 
-        class Model:
-            def parameters(self, recurse=True):
-                return iter([w])
-
-            def buffers(self, recurse=True):
-                return iter([])
-
-            def modules(self):
-                raise AssertionError("modules() walked with prefetch=False")
-
         try:
-            marks = ght.mark_model(Model(), manager=fm, grads=False)
+            marks = ght.mark_model(_OneWeightModel(w, "prefetch=False"), manager=fm, grads=False)
             self.assertEqual(fm.calls, [("set_kind", 0x100000, gpuheap.Kind.WEIGHTS)])
             marks.remove()
         finally:
@@ -1345,16 +1352,6 @@ class TestMarkModel(unittest.TestCase):
         fm = FakeManager()
         w = FakeTensor(0x100000, 8192, leaf=True)
         w.grad = FakeTensor(0x200000, 8192)
-
-        class Model:
-            def parameters(self, recurse=True):
-                return iter([w])
-
-            def buffers(self, recurse=True):
-                return iter([])
-
-            def modules(self):
-                raise AssertionError("modules() walked with prefetch='step'")
 
         class Opt:
             def __init__(self):
@@ -1368,9 +1365,10 @@ class TestMarkModel(unittest.TestCase):
         opt = Opt()
         try:
             with self.assertRaises(ValueError):
-                ght.mark_model(Model(), opt, manager=fm, grads=False, prefetch="forward")
+                ght.mark_model(_OneWeightModel(w, "a bad prefetch"), opt, manager=fm, grads=False, prefetch="forward")
             self.assertEqual((opt.pre.hooks, fm.calls, ght._protected), ([], [], set()))  # nothing done first
-            marks = ght.mark_model(Model(), opt, manager=fm, grads=False, prefetch="step", stream=lambda: None)
+            marks = ght.mark_model(_OneWeightModel(w, "prefetch='step'"), opt, manager=fm, grads=False, prefetch="step",
+                                   stream=lambda: None)
             self.assertEqual(len(opt.pre.hooks), 1)
             fm.calls.clear()
             opt.pre.hooks[0](opt, (), {})

@@ -6,13 +6,10 @@
 # budget from (a)'s peak of the same run). The manager as committed;
 # expectation.txt was written before. $OUT set by the device tool; packed
 # under $OUT/r.
+# Ran at the revision in machine.txt, where homeless units' eviction copies
+# were made by a kernel by default (GPUHEAP_COPY_KERNEL=homeless since ada0f38).
 set -u
-. tools/env.sh
-R=$OUT; export OUT=$R/r; mkdir -p "$OUT"
-pack() { cd "$R" && tar czf r.tgz r && rm -rf r; }
-{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release &&
-  cmake --build build-gpu -j16 --target gpuheap; } > "$OUT/build.log" 2>&1 || { tail "$OUT/build.log"; pack; exit 1; }
-. tools/alt-train.sh
+. tools/alt-begin.sh
 for w in 256 384 512; do
   timeout 240 python3 -u python/tests/gpu_train.py --steps 20 --time-limit 100 --width $w --phases \
     --csv "$OUT/w$w.csv" > "$OUT/w$w.log" 2>&1
@@ -20,9 +17,7 @@ for w in 256 384 512; do
   grep -E "ms/step|phases on|PASS|FAIL|peak" "$OUT/w$w.log" | tail -8
 done
 for w in 512 384; do
-  peak=0
-  one a$w-0 "--only a --width $w"
-  peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak'])" "$OUT/a$w-0.json") || continue
+  peak_run a$w-0 "--width $w" || continue
   for r in 1 2; do
     one c$w-$r "--only c --width $w --phases"
     one a$w-$r "--only a --width $w"

@@ -4,17 +4,12 @@
 # alternated rounds of (c) each with --phases, after one (a) for the budget;
 # then the GPU's time split by phase of (c) at 512. expectation.txt was
 # written before. $OUT set by the device tool; packed under $OUT/r.
+# Ran at the revision in machine.txt, where homeless units' eviction copies
+# were made by a kernel by default (GPUHEAP_COPY_KERNEL=homeless since ada0f38).
 set -u
-. tools/env.sh
-R=$OUT; export OUT=$R/r; mkdir -p "$OUT"
-pack() { cd "$R" && tar czf r.tgz r && rm -rf r; }
-{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release &&
-  cmake --build build-gpu -j16 --target gpuheap; } > "$OUT/build.log" 2>&1 || { tail "$OUT/build.log"; pack; exit 1; }
-. tools/alt-train.sh
+. tools/alt-begin.sh
 for w in 384 512; do
-  peak=0
-  one a$w "--only a --width $w --phases"
-  peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak'])" "$OUT/a$w.json") || continue
+  peak_run a$w "--width $w --phases" || continue
   for r in 1 2; do
     one c$w-d-$r "--only c --width $w --phases"
     one c$w-p-$r "--only c --width $w --phases --model-prefetch"

@@ -2,18 +2,13 @@
 # Row 103 (bench/NOTES.md, host side): options at width 512, one run of (c)
 # each with --phases after one (a) for the budget. expectation.txt was
 # written before. $OUT set by the device tool; packed under $OUT/r.
+# Ran at the revision in machine.txt, where homeless units' eviction copies
+# were made by a kernel by default (GPUHEAP_COPY_KERNEL=homeless since ada0f38).
 set -u
-. tools/env.sh
-R=$OUT; export OUT=$R/r; mkdir -p "$OUT"
-pack() { cd "$R" && tar czf r.tgz r && rm -rf r; }
-{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release &&
-  cmake --build build-gpu -j16 --target gpuheap; } > "$OUT/build.log" 2>&1 || { tail "$OUT/build.log"; pack; exit 1; }
-. tools/alt-train.sh
+. tools/alt-begin.sh
 w=512
 {
-peak=0
-one a$w "--only a --width $w"
-peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak'])" "$OUT/a$w.json")
+peak_run a$w "--width $w"
 one c$w-default "--only c --width $w --phases"
 one c$w-pd2 "--only c --width $w --phases --prefetch-distance 2"
 one c$w-wf1 "--only c --width $w --phases" GPUHEAP_WAIT_FREES=1

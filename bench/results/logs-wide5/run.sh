@@ -7,16 +7,9 @@
 # expectation.txt was written before. $OUT set by the device tool; files
 # under $OUT/r (packed at the end).
 set -u
-. tools/env.sh
-R=$OUT; export OUT=$R/r; mkdir -p "$OUT"
-pack() { cd "$R" && tar czf r.tgz r && rm -rf r; }
-{ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release &&
-  cmake --build build-gpu -j16 --target gpuheap; } > "$OUT/build.log" 2>&1 || { tail "$OUT/build.log"; pack; exit 1; }
-. tools/alt-train.sh
+. tools/alt-begin.sh
 for w in 384 512; do
-  peak=0
-  one a$w "--only a --width $w"
-  peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['peak'])" "$OUT/a$w.json") || continue
+  peak_run a$w "--width $w" || continue
   for r in 1 2; do
     [ $w = 512 ] && [ $r = 2 ] && break
     one c$w-d-$r "--only c --width $w --phases"
