@@ -391,14 +391,17 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
     prefetches them before its forward (a forward pre-hook), and the
     optimizer its parameters, gradients and state before step() (a step
     pre-hook), in one call each (nothing moves for memory on the device);
-    prefetch="step" installs the step pre-hook alone. Off by default: in
+    prefetch="step" installs the step pre-hook alone (any other string is
+    Error(ERR_INVAL), before anything is marked). Off by default: in
     python/tests/gpu_train.py (c) it moved more than it saved (111-139
-    against 93-121 ms a step; bench/NOTES.md, host side, rows 12-13).
+    against 93-121 ms a step; bench/NOTES.md, host side, rows 12-13), and
+    at widths 384 and 512 both ways moved 2.5-2.8 GB a step more, which
+    the next backward evicted again (rows 102 and 105).
 
     Returns a handle whose remove() takes the hooks away. `stream`: a
     callable giving the stream of the prefetches (default: the current one)."""
     if isinstance(prefetch, str) and prefetch != "step":
-        raise ValueError(f"mark_model: prefetch must be a bool or 'step', not {prefetch!r}")
+        raise Error(ERR_INVAL, f"prefetch: {prefetch!r} is not False, True or 'step'", "mark_model")
     m = _mgr(manager)
     marks = _Marks()
     stream = stream or (lambda: _current_stream())

@@ -1364,8 +1364,9 @@ class TestMarkModel(unittest.TestCase):
 
         opt = Opt()
         try:
-            with self.assertRaises(ValueError):
+            with self.assertRaises(gpuheap.Error) as cm:
                 ght.mark_model(_OneWeightModel(w, "a bad prefetch"), opt, manager=fm, grads=False, prefetch="forward")
+            self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
             self.assertEqual((opt.pre.hooks, fm.calls, ght._protected), ([], [], set()))  # nothing done first
             marks = ght.mark_model(_OneWeightModel(w, "prefetch='step'"), opt, manager=fm, grads=False, prefetch="step",
                                    stream=lambda: None)
