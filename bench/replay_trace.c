@@ -389,12 +389,14 @@ int main(int argc, char** argv) {
          "peak tensor bytes %zu\n",
          s.cached_frames, s.spare_frames, s.frames[GH_TIER_DEVICE], s.frames[GH_TIER_HOST], s.pending_frees,
          s.peak_tensor_bytes);
-  static const char* const wait_rules[9] = {"drain", "quiet", "spare", "ordered", "users",
-                                            "move",  "frees", "reclaim", "other"};
-  uint64_t wn[9], wns[9];
+  /* _gh_tmgr_wait_times' rules, in its order (host/tensor_internal.h) */
+  static const char* const wait_rules[] = {"drain", "quiet", "spare", "ordered", "users",
+                                           "move",  "frees", "reclaim", "other"};
+  enum { N_RULES = sizeof wait_rules / sizeof *wait_rules };
+  uint64_t wn[N_RULES], wns[N_RULES];
   if (_gh_tmgr_wait_times(tm, wn, wns) == GH_OK) {
     printf("host waits for events by rule:");
-    for (int k = 0; k < 9; k++) printf(" %s %" PRIu64, wait_rules[k], wn[k]);
+    for (int k = 0; k < N_RULES; k++) printf(" %s %" PRIu64, wait_rules[k], wn[k]);
     printf("\n");
   }
   uint64_t held = 0;

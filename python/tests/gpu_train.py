@@ -70,10 +70,10 @@ def parse_args(argv=None):
     ap.add_argument("--gpu-only", action="store_true", help="with --profile: record the GPU's activity only (the "
                     "host slowed far less; no operator tables) and mark each timed step's forward, backward and "
                     "optimizer on the GPU with a marker kernel, so that --trace splits the time by phase")
-    ap.add_argument("--model-prefetch", action="store_true", help="(b), (c): mark_model(prefetch=True): "
-                    "weights and optimizer memory the manager evicted are brought back before forward and step()")
-    ap.add_argument("--step-prefetch", action="store_true", help="(b), (c): mark_model(prefetch='step'): the "
-                    "optimizer's parameters, gradients and state the manager evicted are brought back before step()")
+    ap.add_argument("--model-prefetch", nargs="?", const="all", choices=["all", "step"],
+                    help="(b), (c): mark_model(prefetch=True) (all, the value when none is given): weights and "
+                    "optimizer memory the manager evicted are brought back before forward and step(); "
+                    "step: mark_model(prefetch='step'), before step() only")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
     ap.add_argument("--quiet-auto", action="store_true", help="(c): offload(quiet='auto'), the default: saved "
                     "tensors only autograd reaches are advised quiet (evicted homeless)")
@@ -130,9 +130,9 @@ def call_times(m):
     for fn, kinds, prefix in (("_gh_tmgr_call_times", CALL_KINDS, ""), ("_gh_tmgr_op_times", OP_KINDS, "op_"),
                               ("_gh_tmgr_wait_times", WAIT_KINDS, "wait_")):
         f = getattr(gpuheap.library().cdll, fn, None)
-        n, ns = (ctypes.c_uint64 * len(kinds))(), (ctypes.c_uint64 * len(kinds))()
         if f is None and prefix == "wait_":
             continue
+        n, ns = (ctypes.c_uint64 * len(kinds))(), (ctypes.c_uint64 * len(kinds))()
         if f is None or f(ctypes.c_void_p(m.handle), n, ns) != 0:
             return {}
         out.update({prefix + k: (n[i], ns[i] * 1e-6) for i, k in enumerate(kinds)})
@@ -291,7 +291,7 @@ def child(a):
     ys = [y.to(dev) for y in ys]
     off = None
     if m is not None:
-        ght.mark_model(model, opt, prefetch="step" if a.step_prefetch and not a.model_prefetch else a.model_prefetch)
+        ght.mark_model(model, opt, prefetch={None: False, "all": True, "step": "step"}[a.model_prefetch])
     if cfg == "c" and not a.no_offload:
         quiet = False if a.no_quiet else True if a.quiet else "auto"
         kw = {} if a.prefetch_distance is None else {"prefetch_distance": a.prefetch_distance}
@@ -657,9 +657,7 @@ def run_child(a, cfg, tmp, peak=0):
     if a.trace:
         args += ["--trace", a.trace + "." + cfg]
     if a.model_prefetch:
-        args += ["--model-prefetch"]
-    if a.step_prefetch:
-        args += ["--step-prefetch"]
+        args += ["--model-prefetch", a.model_prefetch]
     if a.no_unpack_weights:
         args += ["--no-unpack-weights"]
     if a.no_offload:
