@@ -2413,8 +2413,8 @@ static void held_copies(void) {
  * unit's (a quiet tensor's, its home left unmapped), not one whose home
  * gets host memory; =1 every eviction's; =0 none. A restore never does
  * (nor, but with =1, the evictions of tensors with homes it makes room
- * for). Bytes are checked after each
- * round trip (copies deferred until waited for). */
+ * for). Bytes are checked after each round trip (copies deferred until
+ * waited for). */
 static void copy_kernel_one(const char* env, int quiet_by_kernel, int cold_by_kernel) {
   void *a = NULL, *b = NULL, *c = NULL, *d = NULL;
   if (env) setenv("GPUHEAP_COPY_KERNEL", env, 1);
