@@ -341,6 +341,9 @@ struct gh_tmgr_s {
   int wait_frees;                    /* room waits for pending frees before evicting: -1 while restoring with
                                         a quiet tensor among the first cold ones (default), 1 always, 0 never
                                         (GPUHEAP_WAIT_FREES) */
+  int clock_wait;                    /* room's clock takes frames of kinds below OPTIMIZER only (1) or none
+                                        (2) before waiting for pending frees; 0 (default): any
+                                        (GPUHEAP_CLOCK_WAIT; bench/NOTES.md, host side, row 106) */
   int restoring;                     /* a prefetch came after the last cold advice (a backward pass) */
   int time_calls;                    /* GPUHEAP_CALL_TIMES=1: calls timed from entry to exit (gh_tm_call_end) */
   uint64_t call_n[GH_TM_CALLS], call_ns[GH_TM_CALLS]; /* ... their counts and host time (_gh_tmgr_call_times) */
@@ -1824,9 +1827,9 @@ done:
  * when a chosen frame's chunk is larger): frames of cold tensors only
  * first, the units of quiet tensors before the others (a move of a tensor
  * that is not quiet drains its streams first: bench/NOTES.md, host side,
- * row 68), each oldest mark first; then by CLOCK. Returns the frames
- * evicted. */
-static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
+ * row 68), each oldest mark first; then by CLOCK, over frames of kinds
+ * below clock_kinds (GH_KIND_COUNT: all). Returns the frames evicted. */
+static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want, unsigned clock_kinds) {
   if (want == 0) return 0;
   size_t* idx = malloc(want * (sizeof *idx + sizeof(gh_tm_unit_t)));
   if (!idx) return 0;
@@ -1860,7 +1863,8 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
     for (size_t step = 0; frames < want && step < region * (size_t)(2 + gh_tm_credit(GH_KIND_WEIGHTS)); step++) {
       if (tm->hand < tm->tensor_vf0 || tm->hand >= tm->n_va) tm->hand = tm->tensor_vf0;
       const size_t v = tm->hand++;
-      if (!gh_tm_victim_ok(tm, v) || (!young && tm->vf[v].born == tm->evict_gen)) continue;
+      if (!gh_tm_victim_ok(tm, v) || (!young && tm->vf[v].born == tm->evict_gen) || tm->vf[v].kind >= clock_kinds)
+        continue;
       if (tm->vf[v].clock) {
         tm->vf[v].clock--;
       } else {
@@ -1913,6 +1917,25 @@ typedef struct gh_tm_take_s {
   size_t v0, n, ch;
 } gh_tm_take_t;
 
+/* Wait for pending frees, oldest first, while the device budget has no
+ * room for k frames and their memory can make it. Returns 1 when `take`
+ * got a cached run that the frees brought (the room is then made). */
+static int gh_tm_room_wait(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
+  while (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
+    gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
+    if (!b->done && b->ev) {
+      gh_tm_mover_drain(tm);
+      b->done = GH_PW(tm, GH_TM_W_FREES, tm->ops->event_sync(tm->fr, b->ev)) == GH_OK;
+    }
+    if (!b->done) break;
+    gh_tm_reclaim(tm, 0);
+    if (take && gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1;
+    if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
+      gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
+  }
+  return 0;
+}
+
 /* Make room for k new device frames: when the budget is spent, record
  * events for new frees and reclaim the completed ones, then release cached
  * frames, then evict in one batch down to the low watermark. Returns how
@@ -1937,24 +1960,22 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
    * moves bytes that a wait would have saved (bench/NOTES.md, host side,
    * rows 44 and 49: with quiet="auto", 1.54 GB a step against 1.57-1.73). */
   const int wait = tm->wait_frees > 0 || (tm->wait_frees < 0 && gh_tm_wait_rule(tm));
-  while (wait && gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
-    gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
-    if (!b->done && b->ev) {
-      gh_tm_mover_drain(tm);
-      b->done = GH_PW(tm, GH_TM_W_FREES, tm->ops->event_sync(tm->fr, b->ev)) == GH_OK;
-    }
-    if (!b->done) break;
-    gh_tm_reclaim(tm, 0);
-    if (take && gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1, k;
-    if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
-      gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
-  }
+  if (wait && gh_tm_room_wait(tm, k, take)) return k;
   const size_t busy = gh_tm_dev_busy(tm);
   if (busy + k > tm->dev_budget_f) {
     const size_t low = (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
     size_t want = busy + k - tm->dev_budget_f;
     if (busy + k > low && busy + k - low > want) want = busy + k - low;
-    gh_tm_evict(tm, want);
+    if (tm->clock_wait && !wait) {
+      /* Cold units and the clock's lighter kinds first; then the frees;
+       * then the rest (GPUHEAP_CLOCK_WAIT). */
+      gh_tm_evict(tm, want, tm->clock_wait == 1 ? GH_KIND_OPTIMIZER : 0);
+      if (gh_tm_room_wait(tm, k, take)) return k;
+      const size_t b2 = gh_tm_dev_busy(tm);
+      if (b2 + k > tm->dev_budget_f) gh_tm_evict(tm, b2 + k - tm->dev_budget_f, GH_KIND_COUNT);
+    } else {
+      gh_tm_evict(tm, want, GH_KIND_COUNT);
+    }
   }
   const size_t avail = tm->dev_budget_f > gh_tm_dev_busy(tm) ? tm->dev_budget_f - gh_tm_dev_busy(tm) : 0;
   return avail < k ? avail : k;
@@ -2747,6 +2768,8 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * (gh_tm_copy_out; rows 103-104). */
     const char* ck = getenv("GPUHEAP_COPY_KERNEL");
     tm->copy_kernel = !ck || !*ck || *ck == '0' ? 0 : strcmp(ck, "homeless") == 0 ? -1 : 1;
+    const char* cw = getenv("GPUHEAP_CLOCK_WAIT");
+    tm->clock_wait = cw && *cw ? atoi(cw) : 0;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
     tm->wait_frees = wf && *wf ? *wf != '0' : -1;
     const char* ct = getenv("GPUHEAP_CALL_TIMES");
