@@ -313,7 +313,8 @@ class _Marks:
     """What mark_model did; remove() takes its hooks away."""
 
     def __init__(self):
-        self.counts = {"weights": 0, "optimizer": 0, "gradients": 0, "foreign": 0, "prefetch_errors": 0}
+        self.counts = {"weights": 0, "optimizer": 0, "gradients": 0, "foreign": 0, "prefetch_errors": 0,
+                       "advise_errors": 0}
         self._hooks = []
 
     def remove(self):
@@ -374,7 +375,14 @@ def _bring_back(m, marks, ptrs, stream):
             warnings.warn(f"gpuheap.torch.mark_model: prefetch failed: {e}", RuntimeWarning)
 
 
-def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, *, stream=None):
+def _state_storages(optimizer):
+    """The storages of an optimizer's CUDA state tensors (momentum, ...)."""
+    return _storages(v for state in optimizer.state.values() for v in state.values()
+                     if getattr(v, "is_cuda", False))
+
+
+def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, *, stream=None,
+               offload_state=False):
     """Give a model's memory its kinds: parameters and buffers WEIGHTS
     (evicted last), optimizer state OPTIMIZER, and -- with grads=True --
     gradients OPTIMIZER as they are accumulated (a post-accumulate-grad hook,
@@ -398,10 +406,28 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
     at widths 384 and 512 both ways moved 2.5-2.8 GB a step more, which
     the next backward evicted again (rows 102 and 105).
 
+    offload_state=True moves the optimizer's state out of the way between
+    steps: after each step() it is advised quiet (so the next forward
+    evicts it first when the budget fills, with its address left unmapped
+    while on the host), and before each step() it is brought back by copy
+    with the parameters and gradients (the step pre-hook of
+    prefetch="step", which it implies), instead of staying on the host
+    once evicted and being read and written there over PCIe by every
+    step (bench/NOTES.md, host side, row 106). It makes a promise for the
+    program: nothing but step() touches the state between steps.
+    optimizer.state_dict() keeps it (a state-dict pre-hook brings the
+    state back first); reading the state tensors any other way between
+    steps, or keeping a state dict across a step, can fault on the
+    unmapped address. Needs the optimizer (Error(ERR_INVAL) without one,
+    or where it has no state-dict hooks, PyTorch before 2.2).
+
     Returns a handle whose remove() takes the hooks away. `stream`: a
     callable giving the stream of the prefetches (default: the current one)."""
     if isinstance(prefetch, str) and prefetch != "step":
         raise Error(ERR_INVAL, f"prefetch: {prefetch!r} is not False, True or 'step'", "mark_model")
+    if offload_state and (optimizer is None or not hasattr(optimizer, "register_state_dict_pre_hook")):
+        raise Error(ERR_INVAL, "offload_state needs an optimizer with state-dict hooks (PyTorch 2.2 or later)",
+                    "mark_model")
     m = _mgr(manager)
     marks = _Marks()
     stream = stream or (lambda: _current_stream())
@@ -439,7 +465,7 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
         mark_state()
         if hasattr(optimizer, "register_step_post_hook"):
             marks._hooks.append(optimizer.register_step_post_hook(mark_state))
-        if prefetch and hasattr(optimizer, "register_step_pre_hook"):
+        if (prefetch or offload_state) and hasattr(optimizer, "register_step_pre_hook"):
             def before_step(opt, args, kwargs):
                 ts = []
                 for g in opt.param_groups:
@@ -451,6 +477,23 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
                 _bring_back(m, marks, _storages(ts), stream)
 
             marks._hooks.append(optimizer.register_step_pre_hook(before_step))
+        if offload_state:
+            def after_step(opt, args, kwargs):
+                for p in _state_storages(opt):
+                    try:
+                        m.advise(p, Advice.QUIET)
+                    except Error as e:
+                        if e.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):
+                            continue
+                        marks.counts["advise_errors"] += 1
+                        if marks.counts["advise_errors"] == 1:
+                            warnings.warn(f"gpuheap.torch.mark_model: advice failed: {e}", RuntimeWarning)
+
+            def before_state_dict(opt):
+                _bring_back(m, marks, _state_storages(opt), stream)
+
+            marks._hooks.append(optimizer.register_step_post_hook(after_step))
+            marks._hooks.append(optimizer.register_state_dict_pre_hook(before_state_dict))
     return marks
 
 

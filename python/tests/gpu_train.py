@@ -74,6 +74,8 @@ def parse_args(argv=None):
                     help="(b), (c): mark_model(prefetch=True) (all, the value when none is given): weights and "
                     "optimizer memory the manager evicted are brought back before forward and step(); "
                     "step: mark_model(prefetch='step'), before step() only")
+    ap.add_argument("--offload-state", action="store_true", help="(b), (c): mark_model(offload_state=True): the "
+                    "optimizer's state advised quiet after each step() and brought back before the next")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
     ap.add_argument("--quiet-auto", action="store_true", help="(c): offload(quiet='auto'), the default: saved "
                     "tensors only autograd reaches are advised quiet (evicted homeless)")
@@ -291,7 +293,8 @@ def child(a):
     ys = [y.to(dev) for y in ys]
     off = None
     if m is not None:
-        ght.mark_model(model, opt, prefetch={None: False, "all": True, "step": "step"}[a.model_prefetch])
+        ght.mark_model(model, opt, prefetch={None: False, "all": True, "step": "step"}[a.model_prefetch],
+                       offload_state=a.offload_state)
     if cfg == "c" and not a.no_offload:
         quiet = False if a.no_quiet else True if a.quiet else "auto"
         kw = {} if a.prefetch_distance is None else {"prefetch_distance": a.prefetch_distance}

@@ -1284,7 +1284,7 @@ class TestMarkModel(unittest.TestCase):
             self.assertEqual(fm.calls, [("set_kind", 0x100000, K.WEIGHTS), ("set_kind", 0x300000, K.WEIGHTS),
                                         ("set_kind", 0x200000, K.OPTIMIZER)])
             self.assertEqual(marks.counts, {"weights": 2, "optimizer": 0, "gradients": 1, "foreign": 0,
-                                            "prefetch_errors": 0})
+                                            "prefetch_errors": 0, "advise_errors": 0})
             self.assertIn(0x100000, ght._protected)
             fm.calls.clear()
             # the optimizer's first step makes its state; the post hook marks it, once
@@ -1376,6 +1376,75 @@ class TestMarkModel(unittest.TestCase):
             self.assertEqual(fm.calls, [("prefetch_many", (0x100000, 0x200000, 0x300000))])
             marks.remove()
             self.assertEqual(opt.pre.hooks, [])
+        finally:
+            ght._protected.clear()
+
+    def test_offload_state(self):
+        """offload_state=True: the step pre-hook brings parameters, gradients
+        and state back; a step post-hook advises the state quiet (foreign
+        storages skipped, other failures counted and warned about once);
+        a state-dict pre-hook brings the state back; remove() takes all
+        three away. Without an optimizer, or one with no state-dict hooks,
+        Error(ERR_INVAL) before anything is done."""
+        fm = FakeManager()
+        w = FakeTensor(0x100000, 8192, leaf=True)
+        w.grad = FakeTensor(0x200000, 8192)
+
+        class OldOpt:
+            def __init__(self):
+                self.state = {w: {"momentum_buffer": FakeTensor(0x300000, 8192), "step": 1,
+                                  "on_host": FakeTensor(0x900000, 64, is_cuda=False)}}
+                self.param_groups = [{"params": [w]}]
+                self.pre, self.post = _Hooks(), _Hooks()
+
+            def register_step_pre_hook(self, fn):
+                return self.pre.add(fn)
+
+            def register_step_post_hook(self, fn):
+                return self.post.add(fn)
+
+        class Opt(OldOpt):
+            def __init__(self):
+                super().__init__()
+                self.sd = _Hooks()
+
+            def register_state_dict_pre_hook(self, fn):
+                return self.sd.add(fn)
+
+        Q = gpuheap.Advice.QUIET
+        try:
+            for opt in (None, OldOpt()):
+                with self.assertRaises(gpuheap.Error) as cm:
+                    ght.mark_model(_OneWeightModel(w, "offload_state"), opt, manager=fm, offload_state=True)
+                self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
+                self.assertEqual((fm.calls, ght._protected), ([], set()))
+            opt = Opt()
+            marks = ght.mark_model(_OneWeightModel(w, "offload_state"), opt, manager=fm, grads=False,
+                                   offload_state=True, stream=lambda: None)
+            self.assertEqual((len(opt.pre.hooks), len(opt.post.hooks), len(opt.sd.hooks)), (1, 2, 1))
+            fm.calls.clear()
+            opt.pre.hooks[0](opt, (), {})
+            self.assertEqual(fm.calls, [("prefetch_many", (0x100000, 0x200000, 0x300000))])
+            fm.calls.clear()
+            for h in opt.post.hooks:
+                h(opt, (), {})
+            self.assertEqual(fm.calls, [("advise", 0x300000, Q)])  # marked already: no set_kind
+            opt.state[w]["exp_avg"] = FakeTensor(0x400000, 8192)
+            fm.calls.clear()
+            fm.fail[("advise", 0x300000)] = gpuheap.ERR_FOREIGN
+            fm.fail[("advise", 0x400000)] = gpuheap.ERR_DEVICE_NOMEM
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                for _ in range(2):
+                    opt.post.hooks[1](opt, (), {})
+            self.assertEqual(fm.calls, [("advise", 0x300000, Q), ("advise", 0x400000, Q)] * 2)
+            self.assertEqual(marks.counts["advise_errors"], 2)
+            self.assertEqual(len([x for x in caught if "advice failed" in str(x.message)]), 1)
+            fm.calls.clear()
+            opt.sd.hooks[0](opt)
+            self.assertEqual(fm.calls, [("prefetch_many", (0x300000, 0x400000))])
+            marks.remove()
+            self.assertEqual((opt.pre.hooks, opt.post.hooks, opt.sd.hooks), ([], [], []))
         finally:
             ght._protected.clear()
 
