@@ -8,18 +8,16 @@
 # state advised quiet after step(), brought back before it);
 # GPUHEAP_CLOCK_WAIT=1 (w: the clock takes no OPTIMIZER or WEIGHTS frame
 # before waiting for pending frees). Two rounds at 384, one at 512, two at 64
-# (d, o), after the GPU tests (gpu-run.sh build tests) at this revision.
-# expectation.txt was written before. $OUT set by the device tool;
+# (d, o); w once. (The GPU tests were dropped before it ran: a machine
+# taken back mid-call left too little device time.) expectation.txt was written before. $OUT set by the device tool;
 # files under $OUT/r (packed at the end).
 set -u
 . tools/alt-begin.sh
-OUT=$OUT bash tools/gpu-run.sh build tests > "$OUT/gpu-run.log" 2>&1
-grep -E "build rc|tests passed|Failed|\*\*\*" "$OUT/gpu-run.log"
 {
   peak_run a384 "--width 384" && for r in 1 2; do
     one c384-d-$r "--only c --width 384 --phases"
     one c384-o-$r "--only c --width 384 --phases --offload-state"
-    one c384-w-$r "--only c --width 384 --phases" GPUHEAP_CLOCK_WAIT=1
+    [ $r = 1 ] && one c384-w-$r "--only c --width 384 --phases" GPUHEAP_CLOCK_WAIT=1
   done
   summary a384.json "c384-*.json"
   peak_run a512 "--width 512" && {
