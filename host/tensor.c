@@ -341,9 +341,6 @@ struct gh_tmgr_s {
   int wait_frees;                    /* room waits for pending frees before evicting: -1 while restoring with
                                         a quiet tensor among the first cold ones (default), 1 always, 0 never
                                         (GPUHEAP_WAIT_FREES) */
-  int clock_wait;                    /* room's clock takes frames of kinds below OPTIMIZER only (1) or none
-                                        (2) before waiting for pending frees; 0 (default): any
-                                        (GPUHEAP_CLOCK_WAIT; bench/NOTES.md, host side, row 106) */
   int restoring;                     /* a prefetch came after the last cold advice (a backward pass) */
   int time_calls;                    /* GPUHEAP_CALL_TIMES=1: calls timed from entry to exit (gh_tm_call_end) */
   uint64_t call_n[GH_TM_CALLS], call_ns[GH_TM_CALLS]; /* ... their counts and host time (_gh_tmgr_call_times) */
@@ -1827,9 +1824,9 @@ done:
  * when a chosen frame's chunk is larger): frames of cold tensors only
  * first, the units of quiet tensors before the others (a move of a tensor
  * that is not quiet drains its streams first: bench/NOTES.md, host side,
- * row 68), each oldest mark first; then by CLOCK, over frames of kinds
- * below clock_kinds (GH_KIND_COUNT: all). Returns the frames evicted. */
-static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want, unsigned clock_kinds) {
+ * row 68), each oldest mark first; then by CLOCK. Returns the frames
+ * evicted. */
+static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   if (want == 0) return 0;
   size_t* idx = malloc(want * (sizeof *idx + sizeof(gh_tm_unit_t)));
   if (!idx) return 0;
@@ -1863,8 +1860,7 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want, unsigned clock_kinds) {
     for (size_t step = 0; frames < want && step < region * (size_t)(2 + gh_tm_credit(GH_KIND_WEIGHTS)); step++) {
       if (tm->hand < tm->tensor_vf0 || tm->hand >= tm->n_va) tm->hand = tm->tensor_vf0;
       const size_t v = tm->hand++;
-      if (!gh_tm_victim_ok(tm, v) || (!young && tm->vf[v].born == tm->evict_gen) || tm->vf[v].kind >= clock_kinds)
-        continue;
+      if (!gh_tm_victim_ok(tm, v) || (!young && tm->vf[v].born == tm->evict_gen)) continue;
       if (tm->vf[v].clock) {
         tm->vf[v].clock--;
       } else {
@@ -1966,16 +1962,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
     const size_t low = (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
     size_t want = busy + k - tm->dev_budget_f;
     if (busy + k > low && busy + k - low > want) want = busy + k - low;
-    if (tm->clock_wait && !wait) {
-      /* Cold units and the clock's lighter kinds first; then the frees;
-       * then the rest (GPUHEAP_CLOCK_WAIT). */
-      gh_tm_evict(tm, want, tm->clock_wait == 1 ? GH_KIND_OPTIMIZER : 0);
-      if (gh_tm_room_wait(tm, k, take)) return k;
-      const size_t b2 = gh_tm_dev_busy(tm);
-      if (b2 + k > tm->dev_budget_f) gh_tm_evict(tm, b2 + k - tm->dev_budget_f, GH_KIND_COUNT);
-    } else {
-      gh_tm_evict(tm, want, GH_KIND_COUNT);
-    }
+    gh_tm_evict(tm, want);
   }
   const size_t avail = tm->dev_budget_f > gh_tm_dev_busy(tm) ? tm->dev_budget_f - gh_tm_dev_busy(tm) : 0;
   return avail < k ? avail : k;
@@ -2768,8 +2755,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * (gh_tm_copy_out; rows 103-104). */
     const char* ck = getenv("GPUHEAP_COPY_KERNEL");
     tm->copy_kernel = !ck || !*ck || *ck == '0' ? 0 : strcmp(ck, "homeless") == 0 ? -1 : 1;
-    const char* cw = getenv("GPUHEAP_CLOCK_WAIT");
-    tm->clock_wait = cw && *cw ? atoi(cw) : 0;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
     tm->wait_frees = wf && *wf ? *wf != '0' : -1;
     const char* ct = getenv("GPUHEAP_CALL_TIMES");

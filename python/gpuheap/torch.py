@@ -425,7 +425,9 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
     callable giving the stream of the prefetches (default: the current one)."""
     if isinstance(prefetch, str) and prefetch != "step":
         raise Error(ERR_INVAL, f"prefetch: {prefetch!r} is not False, True or 'step'", "mark_model")
-    if offload_state and (optimizer is None or not hasattr(optimizer, "register_state_dict_pre_hook")):
+    if offload_state and (optimizer is None or not all(
+            hasattr(optimizer, h) for h in ("register_step_pre_hook", "register_step_post_hook",
+                                            "register_state_dict_pre_hook"))):
         raise Error(ERR_INVAL, "offload_state needs an optimizer with state-dict hooks (PyTorch 2.2 or later)",
                     "mark_model")
     m = _mgr(manager)
@@ -472,9 +474,7 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
                     for p in g["params"]:
                         ts.append(p)
                         ts.append(p.grad)
-                for state in opt.state.values():
-                    ts.extend(v for v in state.values() if getattr(v, "is_cuda", False))
-                _bring_back(m, marks, _storages(ts), stream)
+                _bring_back(m, marks, _storages(ts) + _state_storages(opt), stream)
 
             marks._hooks.append(optimizer.register_step_pre_hook(before_step))
         if offload_state:
