@@ -311,8 +311,9 @@ int main(int argc, char** argv) {
         break;
       }
       case 'e':
+      case 'o':
         if (sscanf(line + 1, "%llx %d", &p, &want) != 2) goto bad;
-        got = gh_tensor_evict(tm, ptr_of(p));
+        got = (op == 'e' ? gh_tensor_evict : gh_tensor_evict_ahead)(tm, ptr_of(p));
         break;
       case 'P':
         if (sscanf(line + 1, "%llx %d", &p, &want) != 2) goto bad;

@@ -466,6 +466,7 @@ static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, si
  *   h <ptr> <stream> <rc>                    prefetch_ahead
  *   n <stream> <rc> <count> <ptr>...         prefetch_many
  *   e <ptr> <rc>                             evict
+ *   o <ptr> <rc>                             evict_ahead
  *   P <ptr> <rc> / U <ptr> <rc>              pin / unpin
  *   k <ptr> <kind> <rc>                      set_kind
  *   t <ptr> <rc>                             tier (no change but its reclaim)
@@ -3285,43 +3286,93 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   return rc;
 }
 
-int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: NULL manager");
-  if ((unsigned)advice >= GH_ADVICE_COUNT) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: advice %d", (int)advice);
-  int rc;
-  const uint64_t t0 = gh_tm_call_t0(tm);
-  gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_advise", &rc);
+/* gh_tensor_advise on a found tensor (under mu). */
+static int gh_tm_advise(gh_tmgr_t* tm, gh_tensor_t* t, gh_advice_t advice) {
   /* A mark only: nothing moves and no stream is waited for (a homeless
    * tensor's host memory is mapped at home first: its quiet advice ends).
    * Cold: its frames lose their CLOCK credits (a shared frame with a warm
    * neighbour then goes early in the CLOCK order); normal: they get their
    * kind's. */
   const int cold = advice != GH_ADVICE_NORMAL;
-  if (rc == GH_OK && advice == GH_ADVICE_QUIET && t->cold)
+  int rc;
+  if (advice == GH_ADVICE_QUIET && t->cold)
     rc = gh_tm_unquiet(tm, t, 1); /* cold already: quiet keeps its place in the cold order (row 43) */
-  else if (rc == GH_OK)
+  else
     rc = gh_tm_set_cold(tm, t, cold);
-  if (rc == GH_OK && advice == GH_ADVICE_COLD) tm->restoring = 0;
-  if (rc == GH_OK) {
-    for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
-      gh_vframe_t* f = &tm->vf[v];
-      if (cold) f->clock = 0;
-      else if (f->clock < gh_tm_credit(t->kind)) f->clock = gh_tm_credit(t->kind);
-    }
-    /* Quiet: an event on each of its streams now; its moves wait for
-     * these. Without them (too many streams, a failed record) it is cold. */
-    if (advice == GH_ADVICE_QUIET && !t->many_streams) {
-      unsigned n = 0;
-      while (n < t->nstreams && GH_P(tm, tm->ops->event_record(tm->fr, t->streams[n], &t->quiet_ev[n])) == GH_OK) n++;
-      if (n == t->nstreams) {
-        t->quiet = (uint8_t)n;
-      } else {
-        while (n) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[--n]));
-      }
+  if (rc != GH_OK) return rc;
+  if (advice == GH_ADVICE_COLD) tm->restoring = 0;
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
+    gh_vframe_t* f = &tm->vf[v];
+    if (cold) f->clock = 0;
+    else if (f->clock < gh_tm_credit(t->kind)) f->clock = gh_tm_credit(t->kind);
+  }
+  /* Quiet: an event on each of its streams now; its moves wait for these.
+   * Without them (too many streams, a failed record) it is cold. */
+  if (advice == GH_ADVICE_QUIET && !t->many_streams) {
+    unsigned n = 0;
+    while (n < t->nstreams && GH_P(tm, tm->ops->event_record(tm->fr, t->streams[n], &t->quiet_ev[n])) == GH_OK) n++;
+    if (n == t->nstreams) {
+      t->quiet = (uint8_t)n;
+    } else {
+      while (n) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[--n]));
     }
   }
+  return GH_OK;
+}
+
+int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: NULL manager");
+  if ((unsigned)advice >= GH_ADVICE_COUNT) return _gh_error(GH_ERR_INVAL, "gh_tensor_advise: advice %d", (int)advice);
+  int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
+  gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_advise", &rc);
+  if (rc == GH_OK) rc = gh_tm_advise(tm, t, advice);
   gh_tm_trace(tm, "c %llx %d %d\n", GH_TM_TP(ptr), (int)advice, rc);
   gh_tm_call_end(tm, GH_TM_CALL_ADVISE, t0);
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
+/* gh_tensor_evict_ahead: the quiet advice (unless the tensor is quiet
+ * already), then the eviction of its run's units with the users' streams
+ * left alone (tm->ahead: the promise says nothing touches it), ordered, so
+ * that the call returns once the copies are queued: the device memory
+ * they free carries the copies' event, and what takes it waits for that. A
+ * quiet tensor's move waits (on the host) for its advice's events only, and
+ * leaves its home unmapped. */
+int gh_tensor_evict_ahead(gh_tmgr_t* tm, void* ptr) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_evict_ahead: NULL manager");
+  int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
+  gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_evict_ahead", &rc);
+  if (rc == GH_OK && t->pins) rc = _gh_error(GH_ERR_PINNED, "gh_tensor_evict_ahead: %p is pinned", ptr);
+  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
+  if (rc == GH_OK && !t->quiet) rc = gh_tm_advise(tm, t, GH_ADVICE_QUIET);
+  /* Moved only as a quiet run with no mover (a shared frame's neighbours,
+   * a tensor on more streams than tracked or the mover's remaps would make
+   * streams wait): otherwise the advice alone. */
+  if (rc == GH_OK && t->quiet && tm->vf[t->vf0].role == GH_VF_RUN && !tm->mover_on) {
+    gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
+    size_t n = 0;
+    for (size_t v = t->vf0; units && v < t->vf0 + t->nvf;) {
+      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+      if (tm->vf[u.v0].tier == GH_TIER_DEVICE) units[n++] = u;
+      v = u.v0 + u.k;
+    }
+    if (units) {
+      tm->ordered = 1;
+      tm->ahead = t;
+      gh_tm_move(tm, units, n, GH_TIER_HOST);
+      tm->ordered = 0;
+      tm->ahead = NULL;
+      tm->ahead_moved = 0;
+    } else {
+      rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_evict_ahead: out of memory");
+    }
+    free(units);
+  }
+  gh_tm_trace(tm, "o %llx %d\n", GH_TM_TP(ptr), rc);
+  gh_tm_call_end(tm, GH_TM_CALL_EVICT, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }

@@ -309,6 +309,20 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
  * being written. A tensor that shares its frames (under 1 MiB) is
  * prefetched as by gh_tensor_prefetch. Errors as gh_tensor_prefetch. */
 int gh_tensor_prefetch_ahead(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
+/* gh_tensor_evict for a tensor not needed for a while, under the promise
+ * of GH_ADVICE_QUIET (which it advises unless the tensor is quiet already):
+ * nothing touches it (no kernel, copy or host access, on any stream) until
+ * its next prefetch, pin, advice or free. Its copies are queued after the
+ * work queued on its streams at its quiet advice (the host waits for those
+ * events, as for any quiet move) and the call returns without waiting for
+ * them; no stream is made to wait, so the work queued next runs beside the
+ * copies, and whatever later takes the device memory they free waits for
+ * them. Its address is left unmapped while it is on the host (as a quiet
+ * tensor's). Moves only a tensor with frames of its own (1 MiB or more) on
+ * no more streams than the manager tracks, while no mover runs; otherwise
+ * the advice alone. Best effort: frames the host budget cannot take stay.
+ * GH_ERR_PINNED on a pinned tensor; other errors as gh_tensor_evict. */
+int gh_tensor_evict_ahead(gh_tmgr_t* tm, void* ptr);
 
 /* Advice about a tensor's future use (gh_tensor_advise). */
 typedef enum gh_advice_e {

@@ -531,6 +531,17 @@ class Manager:
         now (frames shared with warm tensors stay). Error ERR_PINNED if pinned."""
         _check(self._lib.gh_tensor_evict(self.handle, _ptr(ptr, "gh_tensor_evict")), "gh_tensor_evict")
 
+    def evict_ahead(self, ptr):
+        """gh_tensor_evict_ahead: advise the tensor quiet and start moving its
+        frames to the host without waiting for the copies and without making
+        any stream wait for them. The caller promises that nothing touches
+        the tensor until its next prefetch (or prefetch_many, pin, advice,
+        free); its address is left unmapped meanwhile. A tensor under 1 MiB
+        is only advised. Error ERR_PINNED if pinned, ERR_UNSUPPORTED with a
+        library that lacks the call."""
+        fn = _need(self._lib, "gh_tensor_evict_ahead")
+        _check(fn(self.handle, _ptr(ptr, "gh_tensor_evict_ahead")), "gh_tensor_evict_ahead")
+
     def advise(self, ptr, advice):
         """gh_tensor_advise: "cold" marks the tensor cold without moving it or
         waiting for any stream: when the manager needs device room it evicts

@@ -314,7 +314,7 @@ class _Marks:
 
     def __init__(self):
         self.counts = {"weights": 0, "optimizer": 0, "gradients": 0, "foreign": 0, "prefetch_errors": 0,
-                       "advise_errors": 0}
+                       "advise_errors": 0, "state_evicted_ahead": 0}
         self._hooks = []
 
     def remove(self):
@@ -375,6 +375,14 @@ def _bring_back(m, marks, ptrs, stream):
             warnings.warn(f"gpuheap.torch.mark_model: prefetch failed: {e}", RuntimeWarning)
 
 
+def _evictions(m):
+    """The manager's frames evicted so far (None where its stats fail)."""
+    try:
+        return m.stats()["evictions"]
+    except (Error, TypeError, KeyError):
+        return None
+
+
 def _state_storages(optimizer):
     """The storages of an optimizer's CUDA state tensors (momentum, ...)."""
     return _storages(v for state in optimizer.state.values() for v in state.values()
@@ -407,13 +415,17 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
     the next backward evicted again (rows 102 and 105).
 
     offload_state=True moves the optimizer's state out of the way between
-    steps: after each step() it is advised quiet (so the next forward
-    evicts it first when the budget fills, with its address left unmapped
-    while on the host), and before each step() it is brought back by copy
-    with the parameters and gradients (the step pre-hook of
-    prefetch="step", which it implies), instead of staying on the host
-    once evicted and being read and written there over PCIe by every
-    step (bench/NOTES.md, host side, row 106). It makes a promise for the
+    steps, instead of leaving it on the host once evicted, where every
+    step's kernels read and write it over PCIe (bench/NOTES.md, host side,
+    row 106). After each step() it is advised quiet (the next forward
+    evicts it first when the budget fills, its address left unmapped while
+    on the host); when the manager evicted anything since the previous
+    step() (or before the first), it is evicted ahead at once instead
+    (Manager.evict_ahead: its copies run beside the next forward, which
+    then finds the room made; counts["state_evicted_ahead"] steps), row
+    107. Before each step() it is brought back by copy with the
+    parameters and gradients, in one call (the step pre-hook of
+    prefetch="step", which it implies). It makes a promise for the
     program: nothing but step() touches the state between steps.
     optimizer.state_dict() keeps it (a state-dict pre-hook brings the
     state back first); reading the state tensors any other way between
@@ -478,16 +490,29 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
 
             marks._hooks.append(optimizer.register_step_pre_hook(before_step))
         if offload_state:
+            seen_ev = [None]  # the manager's evictions after the last step's own
+
             def after_step(opt, args, kwargs):
+                # Under pressure (frames evicted since the last step's end, or
+                # before the first) the state leaves now, its copies beside
+                # the next forward; otherwise it is only advised quiet.
+                ev = _evictions(m)
+                ahead = ev is not None and (ev > seen_ev[0] if seen_ev[0] is not None else ev > 0)
                 for p in _state_storages(opt):
                     try:
-                        m.advise(p, Advice.QUIET)
+                        if ahead:
+                            m.evict_ahead(p)
+                        else:
+                            m.advise(p, Advice.QUIET)
                     except Error as e:
                         if e.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):
                             continue
                         marks.counts["advise_errors"] += 1
                         if marks.counts["advise_errors"] == 1:
                             warnings.warn(f"gpuheap.torch.mark_model: advice failed: {e}", RuntimeWarning)
+                if ahead:
+                    marks.counts["state_evicted_ahead"] += 1
+                seen_ev[0] = _evictions(m) if ahead else ev
 
             def before_state_dict(opt):
                 _bring_back(m, marks, _state_storages(opt), stream)

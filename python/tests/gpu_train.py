@@ -291,9 +291,9 @@ def child(a):
     xs, ys = data(torch, a)
     xs = [x.to(dev) for x in xs]
     ys = [y.to(dev) for y in ys]
-    off = None
+    off = marks = None
     if m is not None:
-        ght.mark_model(model, opt, prefetch={None: False, "all": True, "step": "step"}[a.model_prefetch],
+        marks = ght.mark_model(model, opt, prefetch={None: False, "all": True, "step": "step"}[a.model_prefetch],
                        offload_state=a.offload_state)
     if cfg == "c" and not a.no_offload:
         quiet = False if a.no_quiet else True if a.quiet else "auto"
@@ -469,6 +469,8 @@ def child(a):
         result["memory_stats"] = dict(ght.memory_stats())
         if off is not None:
             result["offload"] = dict(off.counters)
+        if marks is not None:
+            result["marks"] = dict(marks.counts)
     if a.out:  # --only without --out: the log lines below only
         with open(a.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -136,6 +136,9 @@ class FakeManager:
     def evict(self, ptr):
         self._do("evict", ptr)
 
+    def evict_ahead(self, ptr):
+        self._do("evict_ahead", ptr)
+
     def advise(self, ptr, advice):
         self._do("advise", ptr, gpuheap.parse_advice(advice))
 
@@ -1284,7 +1287,7 @@ class TestMarkModel(unittest.TestCase):
             self.assertEqual(fm.calls, [("set_kind", 0x100000, K.WEIGHTS), ("set_kind", 0x300000, K.WEIGHTS),
                                         ("set_kind", 0x200000, K.OPTIMIZER)])
             self.assertEqual(marks.counts, {"weights": 2, "optimizer": 0, "gradients": 1, "foreign": 0,
-                                            "prefetch_errors": 0, "advise_errors": 0})
+                                            "prefetch_errors": 0, "advise_errors": 0, "state_evicted_ahead": 0})
             self.assertIn(0x100000, ght._protected)
             fm.calls.clear()
             # the optimizer's first step makes its state; the post hook marks it, once
@@ -1448,6 +1451,64 @@ class TestMarkModel(unittest.TestCase):
         finally:
             ght._protected.clear()
 
+    def test_offload_state_ahead(self):
+        """offload_state=True under pressure: after a step() that followed
+        evictions (the manager's count grew since the last step's own, or
+        was above 0 before the first), the state is evicted ahead instead
+        of advised quiet; failures counted as the advice's, foreign skipped."""
+        st = {"evictions": 3}
+        fm = FakeManager(stats=st)
+        w = FakeTensor(0x100000, 8192, leaf=True, requires_grad=True)
+        w.grad = FakeTensor(0x200000, 8192)
+
+        class Opt:
+            def __init__(self):
+                self.state = {w: {"momentum_buffer": FakeTensor(0x300000, 8192), "step": 1}}
+                self.param_groups = [{"params": [w]}]
+                self.pre, self.post, self.sd = _Hooks(), _Hooks(), _Hooks()
+
+            def register_step_pre_hook(self, fn):
+                return self.pre.add(fn)
+
+            def register_step_post_hook(self, fn):
+                return self.post.add(fn)
+
+            def register_state_dict_pre_hook(self, fn):
+                return self.sd.add(fn)
+
+        Q = gpuheap.Advice.QUIET
+        try:
+            opt = Opt()
+            marks = ght.mark_model(_OneWeightModel(w, "offload_state"), opt, manager=fm, grads=False,
+                                   offload_state=True, stream=lambda: None)
+
+            def post():
+                fm.calls.clear()
+                opt.post.hooks[1](opt, (), {})
+                return list(fm.calls)
+
+            self.assertEqual(post(), [("evict_ahead", 0x300000)])  # 3 evicted before the first step
+            self.assertEqual(post(), [("advise", 0x300000, Q)])    # none since
+            st["evictions"] = 9
+            self.assertEqual(post(), [("evict_ahead", 0x300000)])
+            self.assertEqual(marks.counts["state_evicted_ahead"], 2)
+            st["evictions"] = 12
+            fm.fail[("evict_ahead", 0x300000)] = gpuheap.ERR_FOREIGN
+            post()
+            self.assertEqual(marks.counts["advise_errors"], 0)
+            st["evictions"] = 15
+            fm.fail[("evict_ahead", 0x300000)] = gpuheap.ERR_PINNED
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                post()
+            self.assertEqual(marks.counts["advise_errors"], 1)
+            self.assertEqual(len([x for x in caught if "advice failed" in str(x.message)]), 1)
+            fm._stats = None  # stats that fail: advised quiet
+            self.assertEqual(post(), [("advise", 0x300000, Q)])
+            marks.remove()
+            self.assertEqual((opt.pre.hooks, opt.post.hooks, opt.sd.hooks), ([], [], []))
+        finally:
+            ght._protected.clear()
 
 FAKE_TORCH = '''
 """A stand-in for PyTorch: what gpuheap.torch.enable touches."""
@@ -1948,6 +2009,13 @@ class TestManagerOnSimulation(unittest.TestCase):
             m.prefetch_ahead(p)  # on the device, its copy's wait left to the next prefetch
             self.assertEqual(m.tier(p), gpuheap.Tier.DEVICE)
             m.prefetch(p)
+            m.evict_ahead(p)  # quiet, on the host, its copies queued
+            self.assertEqual(m.tier(p), gpuheap.Tier.HOST)
+            m.prefetch(p)  # its next use
+            self.assertEqual(m.tier(p), gpuheap.Tier.DEVICE)
+            m.evict_ahead(q)  # under 1 MiB: advised only
+            self.assertEqual(m.tier(q), gpuheap.Tier.DEVICE)
+            m.prefetch(q)
             with self.assertRaises(gpuheap.Error) as cm:
                 m.prefetch_ahead(p + 256)
             self.assertEqual(cm.exception.code, gpuheap.ERR_FOREIGN)
@@ -1956,6 +2024,9 @@ class TestManagerOnSimulation(unittest.TestCase):
                 m.evict(p)
             self.assertEqual(cm.exception.code, gpuheap.ERR_PINNED)
             self.assertIn("pinned", cm.exception.detail)
+            with self.assertRaises(gpuheap.Error) as cm:
+                m.evict_ahead(p)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_PINNED)
             m.unpin(p)
             m.set_kind(q, "gradients")
             st = m.stats()

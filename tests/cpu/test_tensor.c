@@ -254,6 +254,8 @@ static void ref_use(gh_tmgr_t* tm, ref_t* r) {
 
 static void random_run(uint64_t seed, size_t ops) {
   rng_state = seed;
+  const char* mv = getenv("GPUHEAP_MOVER");
+  const int mover_on = mv && *mv == '1'; /* evict_ahead then advises only */
   gh_tmgr_t* tm = make_tm(64, 160, 4 + 3 * (uint32_t)(seed % 2) * 8, 1 + (uint32_t)(seed % 4));
   if (!tm) return;
   /* Chunks of 2 or 3 frames (of 1-3 frame tensors) for two seeds, so that
@@ -328,10 +330,13 @@ static void random_run(uint64_t seed, size_t ops) {
       gh_tmgr_stats(tm, &s0);
       const size_t need = (x->bytes + s0.frame_bytes - 1) / s0.frame_bytes;
       const int room = (s0.frames[GH_TIER_HOST] + need + 5) * s0.frame_bytes <= s0.host_budget;
-      const int rc = gh_tensor_evict(tm, x->p);
+      /* ahead half the time: quiet, untouched until its next use (ref_use),
+       * its copies queued for no stream to wait for */
+      const int ahead = rnd_below(2) == 0;
+      const int rc = (ahead ? gh_tensor_evict_ahead : gh_tensor_evict)(tm, x->p);
       CHECK(rc == (x->pins ? GH_ERR_PINNED : GH_OK));
-      if (rc == GH_OK) x->quiet = 0; /* a cold mark: the quiet advice ends */
-      if (rc == GH_OK && x->bytes >= GH_TM_SMALL_MAX && room) {
+      if (rc == GH_OK) x->quiet = ahead; /* a cold mark ends a quiet advice; ahead gives one */
+      if (rc == GH_OK && x->bytes >= GH_TM_SMALL_MAX && room && (!ahead || !mover_on)) {
         /* A frame-run tensor that is cold goes to the host at once when
          * the host tier has room (the pool may hold one frame in flight). */
         gh_tier_t tier = GH_TIER_NONE;
@@ -2162,6 +2167,67 @@ static void prefetch_ahead(void) {
   drain_and_destroy(tm, &m);
 }
 
+/* gh_tensor_evict_ahead (simulation with deferred copies): the tensor goes
+ * to the host with its home unmapped (quiet), its copies queued and no
+ * stream made to wait for them; an allocation that takes the device memory
+ * they read waits for them (else the new owner's bytes would reach the
+ * host copy, and the restore below would find them); the next prefetch
+ * brings the bytes back. A small tensor is only advised quiet, a pinned
+ * one refused; bad pointers as elsewhere. */
+static void evict_ahead(void) {
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events never complete by queries alone */
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
+  const size_t sz = 4 * MiB;
+  void *a = NULL, *b = NULL, *x = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_OPTIMIZER, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 256 * 1024, GH_KIND_OPTIMIZER, s1, &x) == GH_OK);
+  pat_fill(a, 0, sz, 41);
+  pat_fill(x, 0, 256 * 1024, 42);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  size_t pending = 0;
+  uint64_t w0 = 0, w1 = 0, w2 = 0, h0 = 0, h1 = 0;
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w0) == GH_OK && _gh_tmgr_homeless(tm, &h0) == GH_OK);
+  CHECK(gh_tensor_evict_ahead(tm, a) == GH_OK);
+  CHECK(tier_of(tm, a) == GH_TIER_HOST);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK && _gh_tmgr_sim_run(tm, s2) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w1) == GH_OK && _gh_tmgr_homeless(tm, &h1) == GH_OK);
+  CHECK(pending > 0);    /* its copies still queued: no stream waits for them */
+  CHECK_EQ_U64(w1, w0);
+  CHECK_EQ_U64(h1, h0 + 2); /* its home unmapped */
+  CHECK(gh_tensor_evict_ahead(tm, x) == GH_OK); /* a shared frame: advised only */
+  CHECK(tier_of(tm, x) == GH_TIER_DEVICE);
+  /* Its device memory, taken by a tensor of its size on another stream. */
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w2) == GH_OK);
+  CHECK(w2 > w1);
+  CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
+  pat_fill(b, 0, sz, 43);
+  CHECK(gh_tensor_free(tm, b, s2) == GH_OK);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK && tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(gh_tensor_prefetch(tm, x, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(pat_check(a, 0, sz, 41) == SIZE_MAX);
+  CHECK(pat_check(x, 0, 256 * 1024, 42) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* Pinned: refused, nothing moved. */
+  CHECK(gh_tensor_pin(tm, a) == GH_OK);
+  CHECK(gh_tensor_evict_ahead(tm, a) == GH_ERR_PINNED && tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(gh_tensor_unpin(tm, a) == GH_OK);
+  CHECK(gh_tensor_evict_ahead(tm, (uint8_t*)a + 4096) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_evict_ahead(tm, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tensor_evict_ahead(NULL, a) == GH_ERR_INVAL);
+  /* Freed while its copies are queued, then a double free's pointer. */
+  CHECK(gh_tensor_evict_ahead(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK && gh_tensor_free(tm, x, s1) == GH_OK);
+  CHECK(gh_tensor_evict_ahead(tm, a) == GH_ERR_DOUBLE_FREE);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 /* gh_tensor_prefetch_ahead when the event after its copies cannot be
  * recorded: the streams wait at once (for the latest batch) instead of at
  * the next use, and the bytes arrive. The failing record is the last one
@@ -2992,6 +3058,7 @@ int main(int argc, char** argv) {
   ordered_moves();
   prefetch_ahead();
   prefetch_ahead_no_event();
+  evict_ahead();
   held_copies();
   sim_frames();
   copy_kernel();

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       void* two[2] = {live[below(n)], live[below(n)]};
       gh_tensor_prefetch_many(tm, two, two[0] == two[1] ? 1 : 2, streams[below(3)]);
     } else if (r < 86 && p) {
-      gh_tensor_evict(tm, p);
+      (below(2) ? gh_tensor_evict : gh_tensor_evict_ahead)(tm, p);
     } else if (r < 90 && n) {
       const size_t i = below(n);
       if (pins[i] && below(2)) {
