@@ -663,6 +663,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--trace", a.trace + "." + cfg]
     if a.model_prefetch:
         args += ["--model-prefetch", a.model_prefetch]
+    if a.offload_state:
+        args += ["--offload-state"]
     if a.no_unpack_weights:
         args += ["--no-unpack-weights"]
     if a.no_offload:

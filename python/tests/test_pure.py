@@ -1870,6 +1870,67 @@ class TestReferenceConfig(unittest.TestCase):
         self.assertIsNone(gpu_train.parse_args([]).reference_csv)
 
 
+class TestChildOptions(unittest.TestCase):
+    """gpu_train.py's parent passes each config's child every option that
+    changes what the child runs (a flag it dropped made --offload-state a
+    no-op outside --only)."""
+
+    PARENT_ONLY = {"csv", "reference_csv", "only", "peak", "out"}
+
+    def test_every_option_forwarded(self):
+        import gpu_train
+        ap_args, captured = [], {}
+
+        def fake_run(path, args, out, what, limit):
+            captured["args"] = [str(x) for x in args]
+            return None, 0
+
+        parser_actions = []  # the parser is built inside parse_args: its actions, caught
+        real = gpu_train.argparse.ArgumentParser.parse_args
+
+        def spy(self, argv=None, namespace=None):
+            parser_actions.extend(self._actions)
+            return real(self, argv, namespace)
+
+        gpu_train.argparse.ArgumentParser.parse_args = spy
+        try:
+            gpu_train.parse_args([])
+        finally:
+            gpu_train.argparse.ArgumentParser.parse_args = real
+        for act in parser_actions:
+            if not act.option_strings or act.dest in self.PARENT_ONLY or act.dest == "help":
+                continue
+            flag = act.option_strings[0]
+            if act.nargs == 0:
+                argv, want = [flag], [flag]
+            elif act.choices:
+                value = sorted(act.choices)[-1]
+                argv, want = [flag, value], [flag, value]
+            else:
+                value = "7" if act.type in (int, float) else "x"
+                argv, want = [flag, value], [flag, value]
+            ap_args.append(flag)
+            a = gpu_train.parse_args(argv)
+            old = gpu_train.run
+            gpu_train.run = fake_run
+            try:
+                gpu_train.run_child(a, "c", "/nonexistent", peak=1)
+            finally:
+                gpu_train.run = old
+            got = captured["args"]
+
+            def same(x, v):  # "7" against "7.0"; --trace's path gets the config's letter
+                try:
+                    return float(x) == float(v)
+                except ValueError:
+                    return x == v or x.startswith(v + ".")
+
+            found = any(len(want) == 1 or (i + 1 < len(got) and same(got[i + 1], want[1]))
+                        for i in range(len(got)) if got[i] == want[0])
+            self.assertTrue(found, f"{' '.join(argv)} not passed to the child: {got}")
+        self.assertIn("--offload-state", ap_args)
+
+
 class TestHookTimes(unittest.TestCase):
     """gpu_train.py --hook-times: the offload hooks wrapped with timers
     (pure Python, no torch)."""
