@@ -423,9 +423,9 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
     step() (or before the first), it is evicted ahead at once instead
     (Manager.evict_ahead: its copies run beside the next forward, which
     then finds the room made; counts["state_evicted_ahead"] steps), row
-    107. Before each step() it is brought back by copy with the
-    parameters and gradients, in one call (the step pre-hook of
-    prefetch="step", which it implies). It makes a promise for the
+    107. Before each step() it is brought back by copy in one call (a
+    step pre-hook; with prefetch="step" or True the parameters and
+    gradients come in the same call). It makes a promise for the
     program: nothing but step() touches the state between steps.
     optimizer.state_dict() keeps it (a state-dict pre-hook brings the
     state back first); reading the state tensors any other way between
@@ -482,10 +482,11 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
         if (prefetch or offload_state) and hasattr(optimizer, "register_step_pre_hook"):
             def before_step(opt, args, kwargs):
                 ts = []
-                for g in opt.param_groups:
-                    for p in g["params"]:
-                        ts.append(p)
-                        ts.append(p.grad)
+                if prefetch:  # offload_state alone: the state only
+                    for g in opt.param_groups:
+                        for p in g["params"]:
+                            ts.append(p)
+                            ts.append(p.grad)
                 _bring_back(m, marks, _storages(ts) + _state_storages(opt), stream)
 
             marks._hooks.append(optimizer.register_step_pre_hook(before_step))

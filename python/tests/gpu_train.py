@@ -75,7 +75,8 @@ def parse_args(argv=None):
                     "optimizer memory the manager evicted are brought back before forward and step(); "
                     "step: mark_model(prefetch='step'), before step() only")
     ap.add_argument("--offload-state", action="store_true", help="(b), (c): mark_model(offload_state=True): the "
-                    "optimizer's state advised quiet after each step() and brought back before the next")
+                    "optimizer's state evicted ahead (or advised quiet) after each step() and brought back before the "
+                    "next (with --model-prefetch step, the parameters and gradients too)")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
     ap.add_argument("--quiet-auto", action="store_true", help="(c): offload(quiet='auto'), the default: saved "
                     "tensors only autograd reaches are advised quiet (evicted homeless)")

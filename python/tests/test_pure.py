@@ -1383,8 +1383,8 @@ class TestMarkModel(unittest.TestCase):
             ght._protected.clear()
 
     def test_offload_state(self):
-        """offload_state=True: the step pre-hook brings parameters, gradients
-        and state back; a step post-hook advises the state quiet (foreign
+        """offload_state=True: the step pre-hook brings the state back (with
+        prefetch="step" the parameters and gradients too); a step post-hook advises the state quiet (foreign
         storages skipped, other failures counted and warned about once);
         a state-dict pre-hook brings the state back; remove() takes all
         three away. Without an optimizer, or one with no state-dict hooks,
@@ -1427,7 +1427,13 @@ class TestMarkModel(unittest.TestCase):
             self.assertEqual((len(opt.pre.hooks), len(opt.post.hooks), len(opt.sd.hooks)), (1, 2, 1))
             fm.calls.clear()
             opt.pre.hooks[0](opt, (), {})
-            self.assertEqual(fm.calls, [("prefetch_many", (0x100000, 0x200000, 0x300000))])
+            self.assertEqual(fm.calls, [("prefetch_many", (0x300000,))])  # the state alone
+            marks.remove()
+            marks = ght.mark_model(_OneWeightModel(w, "offload_state"), opt, manager=fm, grads=False,
+                                   offload_state=True, prefetch="step", stream=lambda: None)
+            fm.calls.clear()
+            opt.pre.hooks[0](opt, (), {})
+            self.assertEqual(fm.calls, [("prefetch_many", (0x100000, 0x200000, 0x300000))])  # with prefetch="step"
             fm.calls.clear()
             for h in opt.post.hooks:
                 h(opt, (), {})
