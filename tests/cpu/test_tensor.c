@@ -2097,18 +2097,28 @@ static void failed_maps(void) {
  * written by the copy before the new owner's work, not after it; a pin
  * waits for them; a small tensor (sharing a frame) is prefetched as by
  * gh_tensor_prefetch. */
-static void prefetch_ahead(void) {
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events never complete by queries alone */
-  if (!tm) return;
+/* The start of prefetch_ahead and evict_ahead: 4 device frames, chunks of
+ * 2, events that never complete by queries alone; a (4 MiB, a run) and x
+ * (256 KiB, a slab's) of `kind` on stream 0x1000, filled with stamps
+ * `stamp` and stamp + 1; copies deferred from then on. */
+static gh_tmgr_t* ahead_setup(gh_kind_t kind, uint64_t stamp, void** a, void** x) {
+  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000);
+  if (!tm) return NULL;
   CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, kind, (gh_stream_t)(uintptr_t)0x1000, a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 256 * 1024, kind, (gh_stream_t)(uintptr_t)0x1000, x) == GH_OK);
+  pat_fill(*a, 0, 4 * MiB, stamp);
+  pat_fill(*x, 0, 256 * 1024, stamp + 1);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  return tm;
+}
+
+static void prefetch_ahead(void) {
   const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
   const size_t sz = 4 * MiB;
   void *a = NULL, *b = NULL, *x = NULL;
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, 256 * 1024, GH_KIND_ACTIVATIONS, s1, &x) == GH_OK);
-  pat_fill(a, 0, sz, 21);
-  pat_fill(x, 0, 256 * 1024, 22);
-  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  gh_tmgr_t* tm = ahead_setup(GH_KIND_ACTIVATIONS, 21, &a, &x);
+  if (!tm) return;
   CHECK(gh_tensor_evict(tm, a) == GH_OK && gh_tensor_evict(tm, x) == GH_OK); /* they wait for their copies */
   size_t pending = 0;
   uint64_t w0 = 0, w1 = 0, w2 = 0;
@@ -2175,17 +2185,11 @@ static void prefetch_ahead(void) {
  * brings the bytes back. A small tensor is only advised quiet, a pinned
  * one refused; bad pointers as elsewhere. */
 static void evict_ahead(void) {
-  gh_tmgr_t* tm = make_tm(8, 32, 0, 1000000); /* 4 device frames; events never complete by queries alone */
-  if (!tm) return;
-  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
   const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
   const size_t sz = 4 * MiB;
   void *a = NULL, *b = NULL, *x = NULL;
-  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_OPTIMIZER, s1, &a) == GH_OK);
-  CHECK(gh_tensor_alloc(tm, 256 * 1024, GH_KIND_OPTIMIZER, s1, &x) == GH_OK);
-  pat_fill(a, 0, sz, 41);
-  pat_fill(x, 0, 256 * 1024, 42);
-  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  gh_tmgr_t* tm = ahead_setup(GH_KIND_OPTIMIZER, 41, &a, &x);
+  if (!tm) return;
   size_t pending = 0;
   uint64_t w0 = 0, w1 = 0, w2 = 0, h0 = 0, h1 = 0;
   CHECK(_gh_tmgr_sim_counts(tm, &pending, &w0) == GH_OK && _gh_tmgr_homeless(tm, &h0) == GH_OK);
