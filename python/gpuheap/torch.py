@@ -492,17 +492,24 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
             marks._hooks.append(optimizer.register_step_pre_hook(before_step))
         if offload_state:
             seen_ev = [None]  # the manager's evictions after the last step's own
+            can_ahead = [True]  # False with a library that has no gh_tensor_evict_ahead
 
             def after_step(opt, args, kwargs):
                 # Under pressure (frames evicted since the last step's end, or
                 # before the first) the state leaves now, its copies beside
                 # the next forward; otherwise it is only advised quiet.
                 ev = _evictions(m)
-                ahead = ev is not None and (ev > seen_ev[0] if seen_ev[0] is not None else ev > 0)
+                ahead = can_ahead[0] and ev is not None and (ev > seen_ev[0] if seen_ev[0] is not None else ev > 0)
                 for p in _state_storages(opt):
                     try:
                         if ahead:
-                            m.evict_ahead(p)
+                            try:
+                                m.evict_ahead(p)
+                            except Error as e:
+                                if e.code != ERR_UNSUPPORTED:
+                                    raise
+                                can_ahead[0] = ahead = False  # an older library: the advice, from now on
+                                m.advise(p, Advice.QUIET)
                         else:
                             m.advise(p, Advice.QUIET)
                     except Error as e:

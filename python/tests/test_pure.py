@@ -1511,6 +1511,13 @@ class TestMarkModel(unittest.TestCase):
             self.assertEqual(len([x for x in caught if "advice failed" in str(x.message)]), 1)
             fm._stats = None  # stats that fail: advised quiet
             self.assertEqual(post(), [("advise", 0x300000, Q)])
+            fm._stats = st
+            st["evictions"] = 20
+            fm.fail[("evict_ahead", 0x300000)] = gpuheap.ERR_UNSUPPORTED  # an older library
+            self.assertEqual(post(), [("evict_ahead", 0x300000), ("advise", 0x300000, Q)])
+            st["evictions"] = 25
+            self.assertEqual(post(), [("advise", 0x300000, Q)])  # not tried again
+            self.assertEqual(marks.counts["advise_errors"], 1)
             marks.remove()
             self.assertEqual((opt.pre.hooks, opt.post.hooks, opt.sd.hooks), ([], [], []))
         finally:
