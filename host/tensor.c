@@ -3257,6 +3257,20 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   return rc;
 }
 
+/* The units of t on the device that an eviction of t may move (a shared
+ * frame only once all its tensors are cold, no pinned frame), in address
+ * order, into units (room for t->nvf); returns how many. */
+static size_t gh_tm_evict_units(const gh_tmgr_t* tm, const gh_tensor_t* t, gh_tm_unit_t* units) {
+  size_t n = 0;
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
+    const gh_vframe_t* f = &tm->vf[v];
+    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    if (f->tier == GH_TIER_DEVICE && f->warm == 0 && f->pins == 0) units[n++] = u;
+    v = u.v0 + u.k;
+  }
+  return n;
+}
+
 int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_evict: NULL manager");
   int rc;
@@ -3268,15 +3282,8 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
     /* Its units whose tensors are all cold, in one pipelined batch (best
      * effort: a full host tier moves fewer). */
     gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
-    size_t n = 0;
     for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) tm->vf[v].clock = 0;
-    for (size_t v = t->vf0; units && v < t->vf0 + t->nvf;) {
-      const gh_vframe_t* f = &tm->vf[v];
-      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
-      if (f->tier == GH_TIER_DEVICE && f->warm == 0 && f->pins == 0) units[n++] = u;
-      v = u.v0 + u.k;
-    }
-    if (units) gh_tm_move(tm, units, n, GH_TIER_HOST);
+    if (units) gh_tm_move(tm, units, gh_tm_evict_units(tm, t, units), GH_TIER_HOST);
     else rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_evict: out of memory");
     free(units);
   }
@@ -3353,19 +3360,12 @@ int gh_tensor_evict_ahead(gh_tmgr_t* tm, void* ptr) {
    * streams wait): otherwise the advice alone. */
   if (rc == GH_OK && t->quiet && tm->vf[t->vf0].role == GH_VF_RUN && !tm->mover_on) {
     gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
-    size_t n = 0;
-    for (size_t v = t->vf0; units && v < t->vf0 + t->nvf;) {
-      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
-      if (tm->vf[u.v0].tier == GH_TIER_DEVICE) units[n++] = u;
-      v = u.v0 + u.k;
-    }
     if (units) {
       tm->ordered = 1;
       tm->ahead = t;
-      gh_tm_move(tm, units, n, GH_TIER_HOST);
+      gh_tm_move(tm, units, gh_tm_evict_units(tm, t, units), GH_TIER_HOST);
       tm->ordered = 0;
       tm->ahead = NULL;
-      tm->ahead_moved = 0;
     } else {
       rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_evict_ahead: out of memory");
     }

@@ -370,9 +370,18 @@ def _bring_back(m, marks, ptrs, stream):
                 except Error:
                     pass
             return
-        marks.counts["prefetch_errors"] += 1
-        if marks.counts["prefetch_errors"] == 1:
-            warnings.warn(f"gpuheap.torch.mark_model: prefetch failed: {e}", RuntimeWarning)
+        _hook_error(marks, "prefetch_errors", "prefetch", e)
+
+
+def _hook_error(marks, key, what, e):
+    """A failure inside one of mark_model's hooks, which must not raise:
+    a storage not from gpuheap is skipped, anything else counted in
+    marks.counts[key] and warned about once."""
+    if e.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):
+        return
+    marks.counts[key] += 1
+    if marks.counts[key] == 1:
+        warnings.warn(f"gpuheap.torch.mark_model: {what} failed: {e}", RuntimeWarning)
 
 
 def _evictions(m):
@@ -505,19 +514,14 @@ def mark_model(model, optimizer=None, grads=True, manager=None, prefetch=False, 
                         if ahead:
                             try:
                                 m.evict_ahead(p)
+                                continue
                             except Error as e:
                                 if e.code != ERR_UNSUPPORTED:
                                     raise
                                 can_ahead[0] = ahead = False  # an older library: the advice, from now on
-                                m.advise(p, Advice.QUIET)
-                        else:
-                            m.advise(p, Advice.QUIET)
+                        m.advise(p, Advice.QUIET)
                     except Error as e:
-                        if e.code in (ERR_FOREIGN, ERR_DOUBLE_FREE):
-                            continue
-                        marks.counts["advise_errors"] += 1
-                        if marks.counts["advise_errors"] == 1:
-                            warnings.warn(f"gpuheap.torch.mark_model: advice failed: {e}", RuntimeWarning)
+                        _hook_error(marks, "advise_errors", "advice", e)
                 if ahead:
                     marks.counts["state_evicted_ahead"] += 1
                 seen_ev[0] = _evictions(m) if ahead else ev

@@ -49,7 +49,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is i
 CONFIGS = {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload", "d": "save_on_cpu"}  # CSV: the letter; log: the name
 
 
-def parse_args(argv=None):
+def parser():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=20, help="training steps per config")
     ap.add_argument("--warmup", type=int, default=2, help="steps left out of the timing")
@@ -104,7 +104,11 @@ def parse_args(argv=None):
     ap.add_argument("--only", choices=sorted(CONFIGS), help="run one config in this process (internal)")
     ap.add_argument("--peak", type=int, default=0, help="(a)'s peak bytes, for (c) (internal)")
     ap.add_argument("--out", help="the child's JSON result (with --only: optional)")
-    return ap.parse_args(argv)
+    return ap
+
+
+def parse_args(argv=None):
+    return parser().parse_args(argv)
 
 
 # The kinds of call _gh_tmgr_call_times reports, in its order; of the
@@ -295,7 +299,7 @@ def child(a):
     off = marks = None
     if m is not None:
         marks = ght.mark_model(model, opt, prefetch={None: False, "all": True, "step": "step"}[a.model_prefetch],
-                       offload_state=a.offload_state)
+                               offload_state=a.offload_state)
     if cfg == "c" and not a.no_offload:
         quiet = False if a.no_quiet else True if a.quiet else "auto"
         kw = {} if a.prefetch_distance is None else {"prefetch_distance": a.prefetch_distance}

@@ -1892,56 +1892,30 @@ class TestChildOptions(unittest.TestCase):
 
     def test_every_option_forwarded(self):
         import gpu_train
-        ap_args, captured = [], {}
+        from unittest import mock
 
-        def fake_run(path, args, out, what, limit):
-            captured["args"] = [str(x) for x in args]
-            return None, 0
+        def same(x, v):  # "7" against "7.0"; --trace's path gets the config's letter
+            try:
+                return float(x) == float(v)
+            except ValueError:
+                return x == v or x.startswith(v + ".")
 
-        parser_actions = []  # the parser is built inside parse_args: its actions, caught
-        real = gpu_train.argparse.ArgumentParser.parse_args
-
-        def spy(self, argv=None, namespace=None):
-            parser_actions.extend(self._actions)
-            return real(self, argv, namespace)
-
-        gpu_train.argparse.ArgumentParser.parse_args = spy
-        try:
-            gpu_train.parse_args([])
-        finally:
-            gpu_train.argparse.ArgumentParser.parse_args = real
-        for act in parser_actions:
+        flags = []
+        for act in gpu_train.parser()._actions:
             if not act.option_strings or act.dest in self.PARENT_ONLY or act.dest == "help":
                 continue
             flag = act.option_strings[0]
-            if act.nargs == 0:
-                argv, want = [flag], [flag]
-            elif act.choices:
-                value = sorted(act.choices)[-1]
-                argv, want = [flag, value], [flag, value]
-            else:
-                value = "7" if act.type in (int, float) else "x"
-                argv, want = [flag, value], [flag, value]
-            ap_args.append(flag)
-            a = gpu_train.parse_args(argv)
-            old = gpu_train.run
-            gpu_train.run = fake_run
-            try:
-                gpu_train.run_child(a, "c", "/nonexistent", peak=1)
-            finally:
-                gpu_train.run = old
-            got = captured["args"]
-
-            def same(x, v):  # "7" against "7.0"; --trace's path gets the config's letter
-                try:
-                    return float(x) == float(v)
-                except ValueError:
-                    return x == v or x.startswith(v + ".")
-
-            found = any(len(want) == 1 or (i + 1 < len(got) and same(got[i + 1], want[1]))
-                        for i in range(len(got)) if got[i] == want[0])
+            value = (None if act.nargs == 0 else sorted(act.choices)[-1] if act.choices
+                     else "7" if act.type in (int, float) else "x")
+            argv = [flag] if value is None else [flag, value]
+            flags.append(flag)
+            with mock.patch.object(gpu_train, "run", return_value=(None, 0)) as run:
+                gpu_train.run_child(gpu_train.parse_args(argv), "c", "/nonexistent", peak=1)
+            got = [str(x) for x in run.call_args[0][1]]
+            found = any(value is None or (i + 1 < len(got) and same(got[i + 1], value))
+                        for i in range(len(got)) if got[i] == flag)
             self.assertTrue(found, f"{' '.join(argv)} not passed to the child: {got}")
-        self.assertIn("--offload-state", ap_args)
+        self.assertIn("--offload-state", flags)
 
 
 class TestHookTimes(unittest.TestCase):

@@ -2222,6 +2222,15 @@ static void evict_ahead(void) {
   CHECK(gh_tensor_evict_ahead(tm, (uint8_t*)a + 4096) == GH_ERR_FOREIGN);
   CHECK(gh_tensor_evict_ahead(tm, NULL) == GH_ERR_INVAL);
   CHECK(gh_tensor_evict_ahead(NULL, a) == GH_ERR_INVAL);
+  /* The quiet advice not taken (its event record fails): cold only,
+   * nothing moved, no stream waits. */
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w1) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_event(tm, 1, NULL) == GH_OK);
+  CHECK(gh_tensor_evict_ahead(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_sim_fail_event(tm, 0, NULL) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w2) == GH_OK);
+  CHECK_EQ_U64(w2, w1);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
   /* Freed while its copies are queued, then a double free's pointer. */
   CHECK(gh_tensor_evict_ahead(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
   CHECK(gh_tensor_free(tm, a, s1) == GH_OK && gh_tensor_free(tm, x, s1) == GH_OK);
