@@ -19,7 +19,13 @@
  * to wait for such an event (stream_wait) is synchronized. A caller that
  * reads memory a copy writes without one of these sees the old bytes, as a
  * kernel not ordered after the copy would on a GPU; a copy whose memory
- * was unmapped before it ran faults. A stream made to wait for a word
+ * was unmapped before it ran faults. Each stream keeps its own order and
+ * no other: what an event or a stream waits for is a vector clock (per
+ * stream, its last copy waited for), so a sync runs the copies of its
+ * stream and of those it was made to wait for, and leaves the other
+ * streams' copies queued, however early they were issued. Two copies on
+ * different streams with no wait between them thus run in whichever order
+ * their waiters come, as on a GPU they may. A stream made to wait for a word
  * (stream_wait_value) holds the events recorded on it after the wait until
  * the word reaches the value (a query says GH_ERR_BUSY); synchronizing such
  * a stream or event before then fails with GH_ERR_CORRUPT, for on a GPU it
@@ -63,9 +69,16 @@ typedef struct gh_sim_tier_s {
   size_t limit;         /* most live frames; 0 = no limit */
 } gh_sim_tier_t;
 
+/* A vector clock: per stream index (gh_frames_s.ss), the sequence number
+ * of that stream's last copy waited for (0: none); entries past n are 0. */
+typedef struct gh_sim_vc_s {
+  uint64_t* c;
+  size_t n;
+} gh_sim_vc_t;
+
 typedef struct gh_sim_event_s {
   uint32_t left;  /* queries until complete */
-  uint64_t covers; /* deferred copies up to this sequence number run when it completes */
+  gh_sim_vc_t covers; /* the deferred copies that run when it completes */
   const uint32_t* word; /* ... and not before *word >= value (when word) */
   uint32_t value;
   struct gh_sim_event_s *prev, *next;
@@ -77,12 +90,12 @@ typedef struct gh_sim_copy_s {
   const void* src;
   size_t bytes;
   uint64_t seq;
+  size_t stream;  /* its stream's index (gh_frames_s.ss) */
 } gh_sim_copy_t;
 
 typedef struct gh_sim_sstate_s {
   gh_stream_t s;
-  uint64_t last;    /* sequence number of its last copy */
-  uint64_t waited;  /* copies of other streams it waits for (stream_wait), up to this one */
+  gh_sim_vc_t vc;   /* what its work so far waits for: its own copies, and those of the events it waited for */
   const uint32_t* word; /* the word it waits for (stream_wait_value), or NULL */
   uint32_t value;       /* ... until it reaches this */
 } gh_sim_sstate_t;
@@ -190,6 +203,7 @@ static int gh_sim_close(gh_frames_t* f) {
   }
   for (gh_sim_event_t *e = f->events, *n; e; e = n) {
     n = e->next;
+    free(e->covers.c);
     free(e);
     __atomic_fetch_add(&gh_sim_leaked_all, 1, __ATOMIC_RELAXED);
   }
@@ -199,6 +213,7 @@ static int gh_sim_close(gh_frames_t* f) {
     __atomic_fetch_add(&gh_sim_leaked_all, 1, __ATOMIC_RELAXED);
   }
   free(f->copies);
+  for (size_t i = 0; i < f->n_ss; i++) free(f->ss[i].vc.c);
   free(f->ss);
   free(f->mapped);
   free(f->head);
@@ -399,27 +414,45 @@ static gh_sim_sstate_t* gh_sim_ss(gh_frames_t* f, gh_stream_t s) {
     if (!p) return NULL;
     f->ss = p, f->cap_ss = cap;
   }
-  f->ss[f->n_ss] = (gh_sim_sstate_t){s, 0, 0, NULL, 0};
+  f->ss[f->n_ss] = (gh_sim_sstate_t){s, {NULL, 0}, NULL, 0};
   return &f->ss[f->n_ss++];
 }
 
-/* Run the deferred copies up to sequence number `upto`, in order. */
-static void gh_sim_run(gh_frames_t* f, uint64_t upto) {
-  size_t i = 0;
-  while (i < f->n_copies && f->copies[i].seq <= upto) {
-    memcpy(f->copies[i].dst, f->copies[i].src, f->copies[i].bytes);
-    i++;
+static uint64_t gh_sim_vc_at(const gh_sim_vc_t* v, size_t i) { return i < v->n ? v->c[i] : 0; }
+
+/* dst = the later of dst and src, entry by entry; GH_ERR_NOMEM (dst
+ * unchanged) when it cannot grow. */
+static int gh_sim_vc_merge(gh_sim_vc_t* dst, const gh_sim_vc_t* src) {
+  if (src->n > dst->n) {
+    uint64_t* c = realloc(dst->c, src->n * sizeof *c);
+    if (!c) return GH_ERR_NOMEM;
+    for (size_t i = dst->n; i < src->n; i++) c[i] = 0;
+    dst->c = c, dst->n = src->n;
   }
-  if (i) memmove(f->copies, f->copies + i, (f->n_copies - i) * sizeof *f->copies);
-  f->n_copies -= i;
+  for (size_t i = 0; i < src->n; i++)
+    if (src->c[i] > dst->c[i]) dst->c[i] = src->c[i];
+  return GH_OK;
 }
 
-/* What the work queued on s so far waits for: its own copies and those it
- * was made to wait for. */
-static uint64_t gh_sim_front(gh_frames_t* f, gh_stream_t s) {
+/* Run the deferred copies that `upto` covers (all when NULL), in the
+ * order they were issued; the others stay queued, in order. */
+static void gh_sim_run(gh_frames_t* f, const gh_sim_vc_t* upto) {
+  size_t kept = 0;
+  for (size_t i = 0; i < f->n_copies; i++) {
+    const gh_sim_copy_t* c = &f->copies[i];
+    if (!upto || c->seq <= gh_sim_vc_at(upto, c->stream))
+      memcpy(c->dst, c->src, c->bytes);
+    else
+      f->copies[kept++] = *c;
+  }
+  f->n_copies = kept;
+}
+
+/* Run what the work queued on s so far waits for: its own copies and those
+ * it was made to wait for (everything when out of memory). */
+static void gh_sim_run_stream(gh_frames_t* f, gh_stream_t s) {
   const gh_sim_sstate_t* st = gh_sim_ss(f, s);
-  if (!st) return f->seq; /* out of memory: everything */
-  return st->last > st->waited ? st->last : st->waited;
+  gh_sim_run(f, st ? &st->vc : NULL);
 }
 
 static int gh_sim_stream_create(gh_frames_t* f, gh_stream_t* out) {
@@ -448,18 +481,29 @@ static int gh_sim_copy(gh_frames_t* f, void* dst, const void* src, size_t bytes,
   if (f->fail_copy && --f->fail_copy == 0)  /* as cudaMemcpyAsync failing: nothing queued */
     return _gh_error(GH_ERR_CUDA, "sim copy: refused on purpose (_gh_frames_sim_fail_copy)");
   gh_sim_sstate_t* st = f->defer ? gh_sim_ss(f, stream) : NULL;
+  const size_t idx = st ? (size_t)(st - f->ss) : 0;
   if (st && f->n_copies == f->cap_copies) {
     const size_t cap = f->cap_copies ? 2 * f->cap_copies : 16;
     gh_sim_copy_t* p = realloc(f->copies, cap * sizeof *p);
     if (p) f->copies = p, f->cap_copies = cap;
   }
-  if (!st || f->n_copies == f->cap_copies) {  /* not deferred (or out of memory): now, after those before it */
-    gh_sim_run(f, f->seq);
+  /* Its own entry in its stream's clock (grown first, so that nothing is
+   * queued that the clock would not cover). */
+  if (st && st->vc.n <= idx) {
+    uint64_t* c = realloc(st->vc.c, (idx + 1) * sizeof *c);
+    if (c) {
+      for (size_t i = st->vc.n; i <= idx; i++) c[i] = 0;
+      st->vc.c = c, st->vc.n = idx + 1;
+    }
+  }
+  if (!st || f->n_copies == f->cap_copies || st->vc.n <= idx) {
+    /* not deferred (or out of memory): now, after every copy before it */
+    gh_sim_run(f, NULL);
     memcpy(dst, src, bytes);
     return GH_OK;
   }
-  f->copies[f->n_copies++] = (gh_sim_copy_t){dst, src, bytes, ++f->seq};
-  st->last = f->seq;
+  f->copies[f->n_copies++] = (gh_sim_copy_t){dst, src, bytes, ++f->seq, idx};
+  st->vc.c[idx] = f->seq;
   return GH_OK;
 }
 
@@ -480,7 +524,7 @@ static int gh_sim_stream_sync(gh_frames_t* f, gh_stream_t stream) {
   const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
   if (st && gh_sim_held(st->word, st->value))
     return _gh_error(GH_ERR_CORRUPT, "sim stream_sync: the stream waits for a word not written yet");
-  gh_sim_run(f, gh_sim_front(f, stream));
+  gh_sim_run_stream(f, stream);
   return GH_OK;
 }
 
@@ -510,9 +554,8 @@ static int gh_sim_stream_wait_value(gh_frames_t* f, gh_stream_t stream, uint32_t
 static int gh_sim_stream_wait(gh_frames_t* f, gh_stream_t stream, gh_fevent_t ev) {
   if (!f || !ev) return _gh_error(GH_ERR_INVAL, "sim stream_wait: bad arguments");
   gh_sim_sstate_t* st = gh_sim_ss(f, stream);
-  const uint64_t c = ((gh_sim_event_t*)ev)->covers;
-  if (!st) gh_sim_run(f, c);  /* out of memory: as if the stream had waited already */
-  else if (c > st->waited) st->waited = c;
+  const gh_sim_vc_t* c = &((gh_sim_event_t*)ev)->covers;
+  if (!st || gh_sim_vc_merge(&st->vc, c) != GH_OK) gh_sim_run(f, c);  /* out of memory: as if it had waited already */
   f->stream_waits++;
   return GH_OK;
 }
@@ -523,8 +566,8 @@ static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* 
     return _gh_error(GH_ERR_CUDA, "sim event_record: refused on purpose (_gh_frames_sim_fail_event)");
   gh_sim_event_t* e = calloc(1, sizeof *e);
   if (!e) return _gh_error(GH_ERR_NOMEM, "sim event_record: out of memory");
-  e->covers = gh_sim_front(f, stream);
   const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
+  if (!st || gh_sim_vc_merge(&e->covers, &st->vc) != GH_OK) gh_sim_run(f, NULL);  /* out of memory: all done now */
   if (st) e->word = st->word, e->value = st->value;
   e->left = f->lag;
   e->next = f->events;
@@ -539,7 +582,7 @@ static int gh_sim_event_query(gh_frames_t* f, gh_fevent_t ev) {
   if (!f || !ev) return _gh_error(GH_ERR_INVAL, "sim event_query: bad arguments");
   gh_sim_event_t* e = (gh_sim_event_t*)ev;
   if (e->left == 0 && !gh_sim_held(e->word, e->value)) {
-    gh_sim_run(f, e->covers);
+    gh_sim_run(f, &e->covers);
     return GH_OK;
   }
   if (e->left) e->left--;
@@ -552,7 +595,7 @@ static int gh_sim_event_sync(gh_frames_t* f, gh_fevent_t ev) {
   if (gh_sim_held(e->word, e->value))
     return _gh_error(GH_ERR_CORRUPT, "sim event_sync: the event follows a wait for a word not written yet");
   e->left = 0;
-  gh_sim_run(f, e->covers);
+  gh_sim_run(f, &e->covers);
   return GH_OK;
 }
 
@@ -561,6 +604,7 @@ static int gh_sim_event_destroy(gh_frames_t* f, gh_fevent_t ev) {
   gh_sim_event_t* e = (gh_sim_event_t*)ev;
   if (e->prev) e->prev->next = e->next; else f->events = e->next;
   if (e->next) e->next->prev = e->prev;
+  free(e->covers.c);
   free(e);
   return GH_OK;
 }
@@ -600,7 +644,7 @@ void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames
 
 void _gh_frames_sim_defer(gh_frames_t* f, int on) {
   if (!f) return;
-  if (!on) gh_sim_run(f, f->seq);
+  if (!on) gh_sim_run(f, NULL);
   f->defer = on;
 }
 

@@ -967,6 +967,67 @@ static void sim_provider(void) {
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
 }
 
+/* Deferred copies keep each stream's own order and no other: a sync runs
+ * the copies of its stream and of the events it was made to wait for,
+ * however late, and leaves other streams' copies queued, however early. */
+static void sim_stream_order(void) {
+  const gh_frames_ops_t* ops = &_gh_frames_sim;
+  gh_frames_t* f = NULL;
+  uint8_t* base = NULL;
+  size_t fb = 0;
+  CHECK(ops->open(&f, 0, 4 * GH_SIM_FRAME_BYTES, &base, &fb) == GH_OK);
+  if (!f) return;
+  gh_pframe_t h = 0;
+  CHECK(ops->create(f, GH_TIER_HOST, 4, &h) == GH_OK);
+  CHECK(ops->map(f, base, &h, 1) == GH_OK);
+  uint8_t *x = base, *y = base + fb, *z = base + 2 * fb, *w = base + 3 * fb;
+  memset(base, 0, 4 * fb);
+  x[0] = 1, x[1] = 2;  /* (a copy reads its source when it runs) */
+  gh_stream_t a = NULL, b = NULL, c = NULL;
+  CHECK(ops->stream_create(f, &a) == GH_OK && ops->stream_create(f, &b) == GH_OK && ops->stream_create(f, &c) == GH_OK);
+  _gh_frames_sim_defer(f, 1);
+  CHECK(ops->copy(f, y, x, 1, a) == GH_OK);  /* a: y = x (1) */
+  CHECK(ops->copy(f, z, x, 1, b) == GH_OK);  /* b: z = x (1) */
+  CHECK(ops->copy(f, w, y, 1, a) == GH_OK);  /* a: w = y, after a's first */
+  size_t left = 0;
+  CHECK(ops->stream_sync(f, b) == GH_OK);    /* b alone: a's two copies stay queued */
+  _gh_frames_sim_counts(f, &left, NULL);
+  CHECK_EQ_U64(left, 2);
+  CHECK(z[0] == 1 && y[0] == 0 && w[0] == 0);
+  gh_fevent_t ea = 0, ec = 0;
+  CHECK(ops->event_record(f, a, &ea) == GH_OK);
+  CHECK(ops->copy(f, y, x + 1, 1, a) == GH_OK);  /* a: y = x[1] (2), after the event */
+  CHECK(ops->stream_wait(f, c, ea) == GH_OK);
+  CHECK(ops->event_record(f, c, &ec) == GH_OK);
+  CHECK(ops->event_sync(f, ec) == GH_OK);    /* c waited for a up to ea: a's first two, not its third */
+  CHECK(y[0] == 1 && w[0] == 1);
+  _gh_frames_sim_counts(f, &left, NULL);
+  CHECK_EQ_U64(left, 1);
+  CHECK(ops->stream_sync(f, c) == GH_OK);    /* c's clock does not cover a's later copy */
+  CHECK(y[0] == 1);
+  CHECK(ops->event_query(f, ea) == GH_OK);
+  CHECK(ops->stream_sync(f, a) == GH_OK);
+  CHECK(y[0] == 2);
+  _gh_frames_sim_counts(f, &left, NULL);
+  CHECK_EQ_U64(left, 0);
+  /* A copy queued on one stream that another's copies would overwrite: run
+   * in the order its waiters come, not the order it was issued. */
+  x[0] = 3;
+  CHECK(ops->copy(f, y, x, 1, a) == GH_OK);  /* a: y = 3 */
+  z[0] = 4;
+  CHECK(ops->copy(f, y, z, 1, b) == GH_OK);  /* b: y = 4, issued later, not ordered after a's */
+  CHECK(ops->stream_sync(f, b) == GH_OK);
+  CHECK(y[0] == 4);
+  CHECK(ops->stream_sync(f, a) == GH_OK);
+  CHECK(y[0] == 3);                          /* a's ran last: a race the caller left open */
+  _gh_frames_sim_defer(f, 0);
+  CHECK(ops->event_destroy(f, ea) == GH_OK && ops->event_destroy(f, ec) == GH_OK);
+  CHECK(ops->stream_destroy(f, a) == GH_OK && ops->stream_destroy(f, b) == GH_OK && ops->stream_destroy(f, c) == GH_OK);
+  CHECK(ops->unmap(f, base, 4) == GH_OK);
+  CHECK(ops->release(f, h) == GH_OK);
+  CHECK(ops->close(f) == GH_OK);
+}
+
 /* Multi-frame allocations ("slabs"): mapped whole and back to back, unmapped
  * only as whole mappings, limits in frames, data through two addresses. */
 static void sim_slabs(void) {
@@ -3051,6 +3112,7 @@ int main(int argc, char** argv) {
   if (ops < 200) ops = 200;
   const int fds = open_fds();
   sim_provider();
+  sim_stream_order();
   sim_slabs();
   bad_inputs();
   stream_order();
