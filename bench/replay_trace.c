@@ -400,6 +400,11 @@ int main(int argc, char** argv) {
     for (int k = 0; k < N_RULES; k++) printf(" %s %" PRIu64, wait_rules[k], wn[k]);
     printf("\n");
   }
+  uint64_t lane_waits = 0;
+  int split = 0;
+  if (_gh_tmgr_lane_waits(tm, &lane_waits, &split) == GH_OK && split)
+    printf("waits between the copy streams (GPUHEAP_RESTORE_STREAM=1; on the GPU, for copies not seen done): %" PRIu64
+           "\n", lane_waits);
   uint64_t held = 0;
   if (_gh_tmgr_held_copies(tm, &held) == GH_OK && held)
     printf("homeless units whose copy waited for the map of the run evicting them: %" PRIu64 "\n", held);

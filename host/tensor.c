@@ -206,7 +206,26 @@ typedef struct gh_tm_pa_s {
   uint8_t tier;
   gh_fevent_t ev;  /* the event after an ordered move's copy that may still read it (a spare's, kept until
                       the allocation backs a tensor: gh_tm_pa_commit), or 0 */
+  uint64_t stamp;  /* with a restore stream: host memory a restore gave back, its copy's stamp there (an
+                      eviction that takes it waits for that copy: gh_tm_host_ready); 0 otherwise */
 } gh_tm_pa_t;
+
+/* With a restore stream (GPUHEAP_RESTORE_STREAM=1, see "the restore
+ * stream" below), each of the two copy streams is a lane: the units whose
+ * copies it queued are numbered (stamps), and a ring of events recorded
+ * on it, each after the copies up to its cover, says which event a wait
+ * for a given stamp needs (gh_tm_lane_wait). */
+#define GH_TM_LANE_RING 32
+typedef struct gh_tm_lane_s {
+  gh_stream_t s;
+  uint64_t issued;                   /* stamps given so far: the latest unit's copies queued on s */
+  uint64_t done;                     /* the copies up to this stamp are known complete */
+  gh_fevent_t ev[GH_TM_LANE_RING];   /* the ring, oldest first from head: events not known complete */
+  uint64_t cover[GH_TM_LANE_RING];   /* ... each after the copies up to this stamp */
+  size_t head, n;
+} gh_tm_lane_t;
+enum { GH_TM_LANE_EVICT, GH_TM_LANE_RESTORE };
+#define GH_TM_STAMP_LATEST UINT64_MAX  /* a stamp for every copy queued on the lane so far */
 
 /* A home remap for the mover (gh_tm_mover_main): unmap k frames at home,
  * map pfs[0..n) there; seq != 0 on the last job of a batch. */
@@ -226,6 +245,9 @@ typedef struct gh_vframe_s {
   uint8_t mark;         /* chosen as a victim in this batch */
   uint8_t homeless;     /* on the host with its home unmapped (a quiet run's unit: gh_tm_homeless_ok) */
   uint32_t born;        /* the eviction batch (tm->evict_gen) in which it last got device memory */
+  uint64_t xstamp;      /* with a restore stream: the stamp of the last move's copies on its lane (a restore's
+                           on the restore stream when on the device, an eviction's on copy_stream when on the
+                           host); the next move the other way waits for them (gh_tm_lane_wait) */
   uint32_t live;        /* tensors with bytes here, pending ones included */
   uint32_t pending;     /* ... of which freed, waiting for their event */
   uint32_t warm;        /* live, not pending, not cold */
@@ -380,6 +402,13 @@ struct gh_tmgr_s {
                                         held copy's, gh_tm_held_flush), and what failed */
   char mover_what[192];
   gh_stream_t copy_stream;
+  /* Restores' copies: restore_stream, copy_stream itself unless
+   * GPUHEAP_RESTORE_STREAM=1 (split); then the two lanes (evictions on
+   * copy_stream, restores on restore_stream) order what ordered_ev did. */
+  gh_stream_t restore_stream;
+  int split;
+  gh_tm_lane_t lane[2];           /* [GH_TM_LANE_EVICT], [GH_TM_LANE_RESTORE] (split only) */
+  uint64_t lane_waits;            /* waits of one lane's work for the other's copies (_gh_tmgr_lane_waits) */
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
 
@@ -676,7 +705,115 @@ static void gh_tm_sset_users(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v) {
  *     (ordered_ev): a tensor placed in it makes its stream wait for that
  *     event, a release waits for it on the host.
  * Every event here is recorded on the copy stream, so a later one implies
- * an earlier one. */
+ * an earlier one. With a restore stream, restores' events are recorded on
+ * restore_stream and the lanes take ordered_ev's place (see "the restore
+ * stream" below). */
+
+/* Make what `user` queues from now on wait for event e, recorded on
+ * stream `on` (a copy stream): `on` itself needs nothing; another stream
+ * waits on the GPU; user NULL (the host), or a stream_wait that fails,
+ * waits here. */
+static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const gh_stream_t* user, int site) {
+  if (user && *user == on) return;
+  if (user && GH_P(tm, tm->ops->stream_wait(tm->fr, *user, e)) == GH_OK) return;
+  GH_PW(tm, site, tm->ops->event_sync(tm->fr, e));
+}
+
+/* ---------------------------------------------------------------- the restore stream
+ * GPUHEAP_RESTORE_STREAM=1 (off by default until measured: bench/NOTES.md,
+ * host side, row 109): restores copy on a stream of their own
+ * (restore_stream) while evictions keep copy_stream, so that an eviction
+ * making room in a backward pass does not queue behind the restores ahead
+ * of it, and the two directions of PCIe run at once. The order that one
+ * stream gave becomes waits, on the GPU, where the two share memory or
+ * data:
+ *   - a unit's move waits for its last move the other way (the unit's
+ *     xstamp): a restore for the eviction copy that wrote its host memory,
+ *     an eviction for the restore copy that wrote its device memory;
+ *   - an eviction that takes pooled host memory waits for the restore that
+ *     gave it back (the allocation's stamp: gh_tm_host_ready);
+ *   - a restore that takes a spare waits for the spare's eviction copy (its
+ *     event, as any user of a spare);
+ *   - a stream new to a tensor, a host-placed tensor and the pool's
+ *     releases wait for both lanes' latest copies (gh_tm_latest_wait),
+ *     where they waited for ordered_ev, which stays unused.
+ * Held copies (gh_tm_held_flush) are evictions'. With the mover on
+ * (GPUHEAP_MOVER=1) the restore stream stays off. */
+
+static gh_fevent_t gh_tm_lane_newest(const gh_tm_lane_t* l) {
+  return l->ev[(l->head + l->n - 1) % GH_TM_LANE_RING];
+}
+static uint64_t gh_tm_lane_cover(const gh_tm_lane_t* l, size_t i) {
+  return l->cover[(l->head + i) % GH_TM_LANE_RING];
+}
+
+/* Forget the ring's events up to its i-th (from the oldest); done says
+ * they completed. */
+static void gh_tm_lane_drop(gh_tmgr_t* tm, gh_tm_lane_t* l, size_t i, int done) {
+  if (done && gh_tm_lane_cover(l, i) > l->done) l->done = gh_tm_lane_cover(l, i);
+  for (size_t k = 0; k <= i; k++) {
+    GH_P(tm, tm->ops->event_destroy(tm->fr, l->ev[l->head]));
+    l->head = (l->head + 1) % GH_TM_LANE_RING, l->n--;
+  }
+}
+
+/* Event e, recorded on lane l's stream after every copy queued there so
+ * far, goes to the ring (which owns it from now on). A full ring forgets
+ * its oldest event: a wait for its copies takes the next one, later. */
+static void gh_tm_lane_push(gh_tmgr_t* tm, gh_tm_lane_t* l, gh_fevent_t e) {
+  if (l->n && gh_tm_lane_cover(l, l->n - 1) == l->issued) {  /* nothing new since the newest */
+    GH_P(tm, tm->ops->event_destroy(tm->fr, e));
+    return;
+  }
+  if (l->n == GH_TM_LANE_RING)
+    gh_tm_lane_drop(tm, l, 0, GH_P(tm, tm->ops->event_query(tm->fr, l->ev[l->head])) == GH_OK);
+  const size_t i = (l->head + l->n) % GH_TM_LANE_RING;
+  l->ev[i] = e, l->cover[i] = l->issued, l->n++;
+}
+
+/* An event of the ring after every copy queued on lane l so far (recorded
+ * now when the ring has none), or 0 when they are known complete or no
+ * event could be recorded (then the host waited for the stream). */
+static gh_fevent_t gh_tm_lane_mark(gh_tmgr_t* tm, gh_tm_lane_t* l) {
+  if (l->issued <= l->done) return 0;
+  if (l->n && gh_tm_lane_cover(l, l->n - 1) == l->issued) return gh_tm_lane_newest(l);
+  gh_fevent_t e = 0;
+  if (GH_P(tm, tm->ops->event_record(tm->fr, l->s, &e)) != GH_OK) {
+    GH_PW(tm, GH_TM_W_ORDERED, tm->ops->stream_sync(tm->fr, l->s));
+    if (l->n) gh_tm_lane_drop(tm, l, l->n - 1, 1);
+    l->done = l->issued;
+    return 0;
+  }
+  gh_tm_lane_push(tm, l, e);
+  return e;
+}
+
+/* Make what `user` queues from now on (the host when NULL) wait for lane
+ * l's copies up to `stamp` (GH_TM_STAMP_LATEST: all queued so far), on the
+ * GPU, with the earliest event of the ring that follows them. */
+static void gh_tm_lane_wait(gh_tmgr_t* tm, gh_tm_lane_t* l, uint64_t stamp, const gh_stream_t* user, int site) {
+  if (user && *user == l->s) return;  /* the lane's own order */
+  if (stamp == GH_TM_STAMP_LATEST || stamp > l->issued) stamp = l->issued;
+  if (stamp <= l->done) return;
+  size_t i = 0;
+  while (i < l->n && gh_tm_lane_cover(l, i) < stamp) i++;
+  if (i == l->n) {
+    if (!gh_tm_lane_mark(tm, l)) return;  /* (the host waited) */
+    i = l->n - 1;
+  }
+  const gh_fevent_t e = l->ev[(l->head + i) % GH_TM_LANE_RING];
+  if (GH_P(tm, tm->ops->event_query(tm->fr, e)) == GH_OK) {
+    gh_tm_lane_drop(tm, l, i, 1);  /* it and every older one */
+    return;
+  }
+  tm->lane_waits++;
+  gh_tm_wait_for(tm, e, l->s, user, site);
+}
+
+/* The stream that copies into tier `to`. */
+static gh_stream_t gh_tm_copy_s(const gh_tmgr_t* tm, gh_tier_t to) {
+  return to == GH_TIER_DEVICE ? tm->restore_stream : tm->copy_stream;
+}
 
 /* 1 when the latest ordered batch's copies are done (its event forgotten). */
 static int gh_tm_ordered_done(gh_tmgr_t* tm) {
@@ -687,24 +824,26 @@ static int gh_tm_ordered_done(gh_tmgr_t* tm) {
   return 1;
 }
 
-/* Make what `user` queues from now on wait for event e (copy-stream
- * event): the copy stream needs nothing; another stream waits on the GPU;
- * user NULL (the host), or a stream_wait that fails, waits here. */
-static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, const gh_stream_t* user, int site) {
-  if (user && *user == tm->copy_stream) return;
-  if (user && GH_P(tm, tm->ops->stream_wait(tm->fr, *user, e)) == GH_OK) return;
-  GH_PW(tm, site, tm->ops->event_sync(tm->fr, e));
+/* What `user` (the host when NULL) queues from now on waits for the
+ * latest ordered batch (with a restore stream: every copy queued on
+ * either lane). */
+static void gh_tm_latest_wait(gh_tmgr_t* tm, const gh_stream_t* user) {
+  if (tm->split) {
+    for (int d = 0; d < 2; d++) gh_tm_lane_wait(tm, &tm->lane[d], GH_TM_STAMP_LATEST, user, GH_TM_W_ORDERED);
+  } else if (!gh_tm_ordered_done(tm)) {
+    gh_tm_wait_for(tm, tm->ordered_ev, tm->copy_stream, user, GH_TM_W_ORDERED);
+  }
 }
 
-/* Spare *pa goes to `user` (see gh_tm_wait_for): after its copy. A
- * stream that waits for the copy does so on the GPU: the allocation keeps
- * its event until it backs a tensor (gh_tm_pa_commit), since it may come
- * back to the spares first (a placement that fails) with the copy still
- * running. */
+/* Spare *pa goes to `user` (see gh_tm_wait_for): after its copy (an
+ * eviction's, on copy_stream). A stream that waits for the copy does so
+ * on the GPU: the allocation keeps its event until it backs a tensor
+ * (gh_tm_pa_commit), since it may come back to the spares first (a
+ * placement that fails) with the copy still running. */
 static void gh_tm_pa_ready(gh_tmgr_t* tm, gh_tm_pa_t* pa, const gh_stream_t* user) {
   if (!pa->ev) return;
   const int done = GH_P(tm, tm->ops->event_query(tm->fr, pa->ev)) == GH_OK;
-  if (!done) gh_tm_wait_for(tm, pa->ev, user, GH_TM_W_SPARE);
+  if (!done) gh_tm_wait_for(tm, pa->ev, tm->copy_stream, user, GH_TM_W_SPARE);
   if (done || !user) {
     GH_P(tm, tm->ops->event_destroy(tm->fr, pa->ev));
     pa->ev = 0;
@@ -727,7 +866,7 @@ static void gh_tm_pa_commit(gh_tmgr_t* tm, gh_tm_pa_t* pas, size_t n) {
 static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream) {
   for (unsigned i = 0; i < t->nstreams; i++)
     if (t->streams[i] == stream) return;
-  if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, &stream, GH_TM_W_ORDERED);
+  gh_tm_latest_wait(tm, &stream);
   if (tm->mover_on) {  /* ... and for its remaps */
     pthread_mutex_lock(&tm->jmu);
     const uint64_t seq = tm->jseq;
@@ -739,29 +878,37 @@ static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream)
 }
 
 /* The work that t's streams (and `stream`, when not NULL) queue from now
- * on waits for event e (the host, when there is no stream to wait). */
-static void gh_tm_tensor_wait(gh_tmgr_t* tm, const gh_tensor_t* t, const gh_stream_t* stream, gh_fevent_t e) {
+ * on waits for event e, recorded on `on` (the host, when there is no
+ * stream to wait). */
+static void gh_tm_tensor_wait(gh_tmgr_t* tm, const gh_tensor_t* t, const gh_stream_t* stream, gh_fevent_t e,
+                              gh_stream_t on) {
   const gh_stream_t* s = t->many_streams ? tm->streams : t->streams;
   const size_t n = t->many_streams ? tm->n_streams : t->nstreams;
-  if (stream) gh_tm_wait_for(tm, e, stream, GH_TM_W_USERS);
+  if (stream) gh_tm_wait_for(tm, e, on, stream, GH_TM_W_USERS);
   for (size_t i = 0; i < n; i++)
-    if (!stream || s[i] != *stream) gh_tm_wait_for(tm, e, &s[i], GH_TM_W_USERS);
-  if (!stream && n == 0) gh_tm_wait_for(tm, e, NULL, GH_TM_W_USERS);
+    if (!stream || s[i] != *stream) gh_tm_wait_for(tm, e, on, &s[i], GH_TM_W_USERS);
+  if (!stream && n == 0) gh_tm_wait_for(tm, e, on, NULL, GH_TM_W_USERS);
 }
 
 /* Tensor t, prefetched ahead (gh_tensor_prefetch_ahead), is used from now
- * on: its streams wait for its copies. */
+ * on: its streams wait for its copies (a restore's). */
 static void gh_tm_ahead_join(gh_tmgr_t* tm, gh_tensor_t* t, const gh_stream_t* stream) {
   if (!t->ahead_ev) return;
-  if (GH_P(tm, tm->ops->event_query(tm->fr, t->ahead_ev)) != GH_OK) gh_tm_tensor_wait(tm, t, stream, t->ahead_ev);
+  if (GH_P(tm, tm->ops->event_query(tm->fr, t->ahead_ev)) != GH_OK)
+    gh_tm_tensor_wait(tm, t, stream, t->ahead_ev, tm->restore_stream);
   GH_P(tm, tm->ops->event_destroy(tm->fr, t->ahead_ev));
   t->ahead_ev = 0;
 }
 
-/* Pooled host memory goes to `user`: after the latest ordered batch. */
-static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_stream_t* user) {
-  if (user && *user == tm->copy_stream) return;
-  if (!gh_tm_ordered_done(tm)) gh_tm_wait_for(tm, tm->ordered_ev, user, GH_TM_W_ORDERED);
+/* Pooled host memory *pa goes to `user`: after the latest ordered batch
+ * (with a restore stream, an eviction's copy stream waits only for the
+ * restore that gave it back). */
+static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_tm_pa_t* pa, const gh_stream_t* user) {
+  if (user && *user == tm->copy_stream) {
+    if (tm->split && pa) gh_tm_lane_wait(tm, &tm->lane[GH_TM_LANE_RESTORE], pa->stamp, user, GH_TM_W_ORDERED);
+    return;
+  }
+  gh_tm_latest_wait(tm, user);
 }
 
 /* ---------------------------------------------------------------- the mover
@@ -1062,16 +1209,23 @@ static void gh_tm_pool_take(gh_tmgr_t* tm, size_t i) {
   gh_tm_pool_count(tm, pa.n, -1);
 }
 
-/* The pool's newest entry of n frames, or SIZE_MAX. */
+/* The pool's newest entry of n frames, or SIZE_MAX. With a restore
+ * stream, one no restore copy may still read (its stamp known complete)
+ * first, else the one given back earliest: an eviction that takes it
+ * waits the least. */
 static size_t gh_tm_pool_find(const gh_tmgr_t* tm, size_t n) {
-  for (size_t i = tm->pool_cnt; i-- > 0;)
-    if (tm->pool[i].n == n) return i;
-  return SIZE_MAX;
+  size_t best = SIZE_MAX;
+  for (size_t i = tm->pool_cnt; i-- > 0;) {
+    if (tm->pool[i].n != n) continue;
+    if (!tm->split || tm->pool[i].stamp <= tm->lane[GH_TM_LANE_RESTORE].done) return i;
+    if (best == SIZE_MAX || tm->pool[i].stamp < tm->pool[best].stamp) best = i;
+  }
+  return best;
 }
 
 /* Release the pool's last allocation (the pool is not empty). */
 static void gh_tm_pool_release_last(gh_tmgr_t* tm) {
-  gh_tm_host_ready(tm, NULL);
+  gh_tm_host_ready(tm, NULL, NULL);
   const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
   gh_tm_pool_take(tm, tm->pool_cnt - 1);
   gh_tm_host_unmake(tm, &pa);
@@ -1086,7 +1240,8 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_str
   if (i != SIZE_MAX) {
     *out = tm->pool[i];
     gh_tm_pool_take(tm, i);
-    gh_tm_host_ready(tm, user);
+    gh_tm_host_ready(tm, out, user);
+    out->stamp = 0;
   } else {
     while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) gh_tm_pool_release_last(tm);
     const int room = tm->host_used + n <= tm->host_budget_f;
@@ -1100,7 +1255,7 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_str
       rc = gh_tm_host_make(tm, n, alias, &out->pf);
       if (rc == GH_OK) {
         tm->host_used += n;
-        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0;
+        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0, out->stamp = 0;
       } else {
         gh_tm_alias_put(tm, alias, n);
       }
@@ -1123,7 +1278,7 @@ static void gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
     gh_tm_pool_count(tm, pa->n, +1);
     return;
   }
-  gh_tm_host_ready(tm, NULL);
+  gh_tm_host_ready(tm, NULL, NULL);
   gh_tm_host_unmake(tm, pa);
 }
 
@@ -1153,7 +1308,7 @@ static void* gh_tm_pool_main(void* arg) {
     tm->host_used += n, tm->pool_inflight += n;
     gh_tm_pool_count(tm, n, +1);
     pthread_mutex_unlock(&tm->mu);
-    gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST, 0};
+    gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST, 0, 0};
     const int rc = gh_tm_host_make(tm, n, alias, &pa.pf);
     pthread_mutex_lock(&tm->mu);
     tm->pool_inflight -= n;
@@ -1313,7 +1468,7 @@ static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stre
   const int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
   if (rc != GH_OK) return rc;
   tm->dev_used += n;
-  out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE, out->ev = 0;
+  out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE, out->ev = 0, out->stamp = 0;
   return GH_OK;
 }
 
@@ -1362,7 +1517,7 @@ static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* 
   size_t n = 0;
   for (size_t end = v + k; v < end; v += tm->vf[v].pn) {
     const gh_vframe_t* f = &tm->vf[v];
-    out[n++] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier, 0};
+    out[n++] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier, 0, 0};
   }
   return n;
 }
@@ -1381,7 +1536,7 @@ static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
     gh_vframe_t* f = &tm->vf[i];
     gh_tm_count(tm, f, -1);
     if (f->poff == 0) {
-      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier, 0};
+      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier, 0, 0};
       gh_tm_pa_drop(tm, &pa);
     }
     free(f->bits);
@@ -1433,6 +1588,7 @@ typedef struct gh_tm_step_s {
   gh_tm_pa_t old[GH_TM_CHUNK_MAX];  /* the old one */
   size_t npa, nold;
   gh_fevent_t ev;
+  uint64_t stamp;  /* with a restore stream: its copies' stamp on their lane */
   uint8_t* stage;  /* the device allocation's staging window, when it has no alias */
   uint8_t from_homeless, to_homeless;  /* the unit's home was / is left unmapped (gh_tm_homeless_ok) */
   uint8_t held;  /* its copy is held back (gh_tm_held_flush) */
@@ -1537,7 +1693,9 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   st->from_homeless = to == GH_TIER_DEVICE && tm->vf[u->v0].homeless;
   st->to_homeless = to == GH_TIER_HOST && !mover && gh_tm_homeless_ok(tm, u);
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
-  if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &tm->copy_stream) != GH_OK) return 0;
+  st->stamp = 0;
+  const gh_stream_t cs = gh_tm_copy_s(tm, to);
+  if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &cs) != GH_OK) return 0;
   /* The device side is one allocation (a chunk's, or a slab's frame:
    * _gh_tmgr_check's invariant; refused, nothing moved, if it were not). */
   gh_tm_pa_t* dev = to == GH_TIER_DEVICE ? &st->pa[0] : &st->old[0];
@@ -1548,6 +1706,10 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   }
   const gh_tm_pa_t* host = to == GH_TIER_DEVICE ? st->old : st->pa;
   const size_t nhost = to == GH_TIER_DEVICE ? st->nold : st->npa;
+  /* With a restore stream: after the unit's last move the other way. */
+  if (tm->split)
+    gh_tm_lane_wait(tm, &tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_EVICT : GH_TM_LANE_RESTORE],
+                    tm->vf[u->v0].xstamp, &cs, GH_TM_W_ORDERED);
   uint8_t* dva = NULL;
   int rc = GH_OK;
   if (gh_tm_dalias_get(tm, dev) == GH_OK) {
@@ -1574,12 +1736,15 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
     if (st->held)
       tm->held[tm->n_held++] = (gh_tm_held_t){dev->pf, h, d, nf * tm->frame};
     else
-      rc = GH_P(tm, to == GH_TIER_DEVICE ? tm->ops->copy(tm->fr, d, h, nf * tm->frame, tm->copy_stream)
+      rc = GH_P(tm, to == GH_TIER_DEVICE ? tm->ops->copy(tm->fr, d, h, nf * tm->frame, cs)
                                          : gh_tm_copy_out(tm, h, d, nf * tm->frame, st->to_homeless));
     off += nf, i = j;
   }
   if (st->held) tm->held_copies++;
-  if (rc == GH_OK && !st->held && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &st->ev)) != GH_OK) {
+  if (rc == GH_OK && tm->split)  /* (a held copy's: whatever its lane has queued when it is waited for) */
+    st->stamp = st->held ? GH_TM_STAMP_LATEST
+                         : ++tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_RESTORE : GH_TM_LANE_EVICT].issued;
+  if (rc == GH_OK && !st->held && GH_P(tm, tm->ops->event_record(tm->fr, cs, &st->ev)) != GH_OK) {
     st->ev = 0;  /* no event: wait for the stream at the finish instead */
   }
   /* The remap, while the copy runs. */
@@ -1594,7 +1759,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   }
   if (rc != GH_OK) {
     if (st->held) tm->n_held = held0, tm->held_copies--;  /* its copies, not queued, go with the move */
-    GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));  /* no copy may still write into them */
+    GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));  /* no copy may still write into them */
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
     if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
     gh_tm_pas_drop(tm, st->pa, st->npa);
@@ -1618,8 +1783,10 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
      * (to the spares now, with no event) the copy's event */
   } else if (!ordered) {
     rc = st->ev ? GH_PW(tm, GH_TM_W_MOVE, tm->ops->event_sync(tm->fr, st->ev))
-                : GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+                : GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, gh_tm_copy_s(tm, to)));
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
+    gh_tm_lane_t* l = &tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_RESTORE : GH_TM_LANE_EVICT];
+    if (rc == GH_OK && tm->split && st->stamp > l->done) l->done = st->stamp;  /* and every copy before it */
   } else if (to == GH_TIER_HOST) {
     st->old[0].ev = st->ev;  /* the device allocation: one (a unit's device side, move_start) */
   } else {
@@ -1632,6 +1799,8 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
     return 0;
   }
   for (size_t v = u->v0; v < u->v0 + u->k; v++) gh_tm_count(tm, &tm->vf[v], -1);
+  if (to == GH_TIER_DEVICE)  /* host memory that the copy may still read goes to the pool */
+    for (size_t i = 0; i < st->nold; i++) st->old[i].stamp = st->stamp;
   gh_tm_pas_drop(tm, st->old, st->nold);
   gh_tm_vf_set(tm, u->v0, st->pa, st->npa);
   gh_tm_pa_commit(tm, st->pa, st->npa);
@@ -1639,6 +1808,7 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
     gh_vframe_t* f = &tm->vf[v];
     gh_tm_count(tm, f, +1);
     f->homeless = st->to_homeless;
+    f->xstamp = st->stamp;
     if (to == GH_TIER_DEVICE) f->clock = gh_tm_credit(f->kind), f->born = tm->evict_gen;
   }
   if (st->to_homeless) tm->homeless_frames += u->k;
@@ -1688,11 +1858,12 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   }
   /* The batch's event, before the finishes give the old backings back
    * (the copy stream's order: it follows every copy of the batch). */
+  const gh_stream_t cs = gh_tm_copy_s(tm, to);
   gh_fevent_t bev = 0;
-  if (ordered && i > 0 && GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &bev)) != GH_OK) bev = 0;
+  if (ordered && i > 0 && GH_P(tm, tm->ops->event_record(tm->fr, cs, &bev)) != GH_OK) bev = 0;
   const uint64_t seq = queued ? gh_tm_mover_seal(tm) : 0;
   if (ordered && i > 0 && !bev) {  /* no event: wait for every copy (finished units included) and remap */
-    GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
+    GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));
     gh_tm_mover_drain(tm);
   }
   ordered = ordered && bev;
@@ -1702,13 +1873,17 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
      * waits when a stream cannot be made to). */
     int drain = 0;
     for (size_t k = 0; k < users.n; k++) {
-      gh_tm_wait_for(tm, bev, &users.s[k], GH_TM_W_USERS);
+      gh_tm_wait_for(tm, bev, cs, &users.s[k], GH_TM_W_USERS);
       if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, users.s[k], tm->word, (uint32_t)seq)) != GH_OK)
         drain = 1;
     }
     if (drain) gh_tm_mover_drain(tm);
-    if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
-    tm->ordered_ev = bev;
+    if (tm->split) {
+      gh_tm_lane_push(tm, &tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_RESTORE : GH_TM_LANE_EVICT], bev);
+    } else {
+      if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
+      tm->ordered_ev = bev;
+    }
     tm->ordered_moves++;
     tm->ahead_moved |= ahead;
   }
@@ -2217,7 +2392,7 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
     if (si != SIZE_MAX) {
       tm->spare[si].ev = ev;
     } else if (ev) {
-      gh_tm_wait_for(tm, ev, user, GH_TM_W_USERS);
+      gh_tm_wait_for(tm, ev, tm->copy_stream, user, GH_TM_W_USERS);
       GH_P(tm, tm->ops->event_destroy(tm->fr, ev));
     }
   }
@@ -2231,9 +2406,14 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
     pthread_mutex_unlock(&tm->jmu);
   }
   gh_fevent_t last = 0;  /* the latest ordered batch's copies: these */
+  if (tm->split) tm->lane[GH_TM_LANE_EVICT].issued++;  /* what the held units' stamps wait for */
   if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &last)) == GH_OK) {
-    if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
-    tm->ordered_ev = last;
+    if (tm->split) {
+      gh_tm_lane_push(tm, &tm->lane[GH_TM_LANE_EVICT], last);
+    } else {
+      if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
+      tm->ordered_ev = last;
+    }
   } else {
     GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
   }
@@ -2270,7 +2450,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       const size_t nv = gh_tm_find_run(tm, 1);
       if (nv == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range is full");
       const size_t dev = gh_tm_device_room(tm, 1, NULL);
-      gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE, 0};
+      gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE, 0, 0};
       int rc = dev ? gh_tm_dev_get(tm, 1, &pa, &t->streams[0]) : GH_ERR_BUDGET;
       if (rc != GH_OK) {
         v = gh_tm_slab_find(tm, kind, GH_TIER_HOST, g, &at);
@@ -2865,6 +3045,19 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   for (size_t v = tm->stage_vf0; v < tm->tensor_vf0; v++) tm->vf[v].role = GH_VF_STAGE;
   rc = ops->stream_create(tm->fr, &tm->copy_stream);
   if (rc != GH_OK) goto fail;
+  tm->restore_stream = tm->copy_stream;
+  {
+    /* GPUHEAP_RESTORE_STREAM=1: restores on a copy stream of their own
+     * (see "the restore stream"; not with the mover). */
+    const char* rs = getenv("GPUHEAP_RESTORE_STREAM");
+    if (rs && *rs == '1' && tm->mover_off) {
+      rc = ops->stream_create(tm->fr, &tm->restore_stream);
+      if (rc != GH_OK) goto fail;
+      tm->split = 1;
+      tm->lane[GH_TM_LANE_EVICT].s = tm->copy_stream;
+      tm->lane[GH_TM_LANE_RESTORE].s = tm->restore_stream;
+    }
+  }
 
   if (o.heap_bytes) {
     const size_t nf = (o.heap_bytes + tm->frame - 1) / tm->frame;
@@ -2949,6 +3142,11 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
       tm->ordered_ev = 0;
     }
+    for (int d = 0; tm->split && d < 2; d++) {  /* (with a restore stream: the lanes') */
+      gh_tm_lane_t* l = &tm->lane[d];
+      GH_PW(tm, GH_TM_W_OTHER, tm->ops->stream_sync(tm->fr, l->s));
+      if (l->n) gh_tm_lane_drop(tm, l, l->n - 1, 1);
+    }
     if (tm->heap) _gh_heap_destroy_managed(tm->heap);
     tm->heap = NULL;
     for (size_t v = 0; v < tm->heap_vf; v++)
@@ -2957,6 +3155,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
     tm->pool_target = 0;
     while (tm->pool_cnt) gh_tm_pool_release_last(tm);
+    if (tm->split) tm->ops->stream_destroy(tm->fr, tm->restore_stream);
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
     if (tm->word) tm->ops->word_free(tm->fr, tm->word);
     tm->ops->close(tm->fr);
@@ -3177,12 +3376,14 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
       /* After every copy of the move (the copy stream's order); a failure
        * to record one makes the users wait now instead. */
       gh_fevent_t ev = 0;
-      if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &ev)) == GH_OK) {
+      if (GH_P(tm, tm->ops->event_record(tm->fr, tm->restore_stream, &ev)) == GH_OK) {
         if (t->ahead_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, t->ahead_ev));  /* an earlier copy's */
         t->ahead_ev = ev;
-      } else {
+      } else {  /* the latest batch */
         gh_tm_ahead_join(tm, t, &stream);
-        if (!gh_tm_ordered_done(tm)) gh_tm_tensor_wait(tm, t, &stream, tm->ordered_ev);  /* the latest batch */
+        const gh_fevent_t e = tm->split ? gh_tm_lane_mark(tm, &tm->lane[GH_TM_LANE_RESTORE])
+                                        : (gh_tm_ordered_done(tm) ? 0 : tm->ordered_ev);
+        if (e) gh_tm_tensor_wait(tm, t, &stream, e, tm->restore_stream);
       }
     }
     const int mrc = gh_tm_prefetch_mark(tm, t);
@@ -3862,6 +4063,15 @@ int _gh_tmgr_waits(gh_tmgr_t* tm, uint64_t* waits) {
   if (!tm || !waits) return _gh_error(GH_ERR_INVAL, "NULL argument");
   gh_tm_lock(tm);
   *waits = tm->waits;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_lane_waits(gh_tmgr_t* tm, uint64_t* waits, int* split) {
+  if (!tm || !waits) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  gh_tm_lock(tm);
+  *waits = tm->lane_waits;
+  if (split) *split = tm->split;
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }

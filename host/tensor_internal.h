@@ -144,6 +144,10 @@ int _gh_tmgr_set_dalias_frames(gh_tmgr_t* tm, size_t frames);
  * remapped); marks such as gh_tensor_advise, and a prefetch with nothing to
  * move, add none. */
 int _gh_tmgr_waits(gh_tmgr_t* tm, uint64_t* waits);
+/* Tests only: the waits so far of one copy stream's work for the other's
+ * copies that were not known complete (with GPUHEAP_RESTORE_STREAM=1), and
+ * whether restores have a stream of their own (split may be NULL). */
+int _gh_tmgr_lane_waits(gh_tmgr_t* tm, uint64_t* waits, int* split);
 /* Check the manager's invariants (frame counts against the per-frame
  * records, budgets, tensor counts, allocations against chunks, the pool and
  * the host aliases, the cold list); GH_ERR_CORRUPT with the detail recorded

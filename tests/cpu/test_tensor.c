@@ -2302,6 +2302,114 @@ static void evict_ahead(void) {
   drain_and_destroy(tm, &m);
 }
 
+/* GPUHEAP_RESTORE_STREAM=1: restores copy on a stream of their own, and
+ * each wait that one copy stream's order gave is made explicit. Four
+ * cases where only that wait keeps the bytes right, each with copies
+ * deferred until waited for and events that a query does not complete:
+ * the simulation runs each stream's copies in its own order, so a missing
+ * wait lets the other stream's copy run too early or too late. */
+#define RS_SZ (4 * MiB)
+static gh_tmgr_t* rs_setup(void** a, uint64_t stamp) {
+  const int set = getenv("GPUHEAP_RESTORE_STREAM") == NULL;  /* (ctest's test_tensor_restore_stream sets it) */
+  if (set) setenv("GPUHEAP_RESTORE_STREAM", "1", 1);
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 1000000);
+  if (set) unsetenv("GPUHEAP_RESTORE_STREAM");
+  if (!tm) return NULL;
+  int split = 0;
+  uint64_t w = 0;
+  CHECK(_gh_tmgr_lane_waits(tm, &w, &split) == GH_OK && split == 1 && w == 0);
+  CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, (gh_stream_t)(uintptr_t)0x1000, a) == GH_OK);
+  pat_fill(*a, 0, RS_SZ, stamp);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  return tm;
+}
+
+static void rs_teardown(gh_tmgr_t* tm, uint64_t min_waits) {
+  uint64_t w = 0;
+  CHECK(_gh_tmgr_lane_waits(tm, &w, NULL) == GH_OK);
+  CHECK_MSG(w >= min_waits, "%llu waits between the copy streams, %llu expected", (unsigned long long)w,
+            (unsigned long long)min_waits);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+static void restore_stream(void) {
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
+  void *a = NULL, *b = NULL, *x = NULL;
+  /* 1. A restore after the eviction copy that wrote its host memory: a
+   * evicted ahead (no stream waits for its copies), its device memory
+   * taken by b, then a brought back into new device memory. */
+  gh_tmgr_t* tm = rs_setup(&a, 61);
+  if (tm) {
+    CHECK(gh_tensor_evict_ahead(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
+    CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+    CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK && tier_of(tm, a) == GH_TIER_DEVICE);
+    CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+    CHECK(pat_check(a, 0, RS_SZ, 61) == SIZE_MAX);
+    CHECK(gh_tensor_free(tm, b, s2) == GH_OK && gh_tensor_free(tm, a, s1) == GH_OK);
+    rs_teardown(tm, 1);
+  }
+  /* 2. An eviction after the restore copy that wrote its device memory: a
+   * prefetched ahead (no stream waits for that copy) and evicted again at
+   * once, into pooled host memory no restore reads (x's). */
+  tm = rs_setup(&a, 62);
+  if (tm) {
+    CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, s2, &x) == GH_OK);
+    CHECK(gh_tensor_evict(tm, a) == GH_OK && gh_tensor_evict(tm, x) == GH_OK);
+    CHECK(gh_tensor_free(tm, x, s2) == GH_OK);  /* its host memory to the pool, once the free's event completes */
+    CHECK(_gh_tmgr_sim_configure(tm, 0, 36, 36) == GH_OK && gh_tmgr_maintain(tm) == GH_OK);
+    CHECK(_gh_tmgr_sim_configure(tm, 1000000, 36, 36) == GH_OK);
+    gh_tmgr_stats_t st;
+    CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.pending_frees == 0);
+    CHECK(gh_tensor_prefetch_ahead(tm, a, s1) == GH_OK && tier_of(tm, a) == GH_TIER_DEVICE);
+    CHECK(gh_tensor_evict(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
+    CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
+    CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+    CHECK(pat_check(a, 0, RS_SZ, 62) == SIZE_MAX);
+    CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+    rs_teardown(tm, 1);
+  }
+  /* 3. An eviction into pooled host memory after the restore that gave it
+   * back: a prefetched ahead, its host memory taken at once by b's
+   * eviction, whose copy the host waits for. */
+  tm = rs_setup(&a, 63);
+  if (tm) {
+    CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+    pat_fill(b, 0, RS_SZ, 64);
+    CHECK(gh_tensor_evict(tm, a) == GH_OK);
+    CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+    CHECK(gh_tensor_prefetch_ahead(tm, a, s1) == GH_OK);
+    CHECK(gh_tensor_evict(tm, b) == GH_OK && tier_of(tm, b) == GH_TIER_HOST);
+    CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK && gh_tensor_prefetch(tm, b, s2) == GH_OK);
+    CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK && _gh_tmgr_sim_run(tm, s2) == GH_OK);
+    CHECK(pat_check(a, 0, RS_SZ, 63) == SIZE_MAX);
+    CHECK(pat_check(b, 0, RS_SZ, 64) == SIZE_MAX);
+    CHECK(gh_tensor_free(tm, a, s1) == GH_OK && gh_tensor_free(tm, b, s2) == GH_OK);
+    rs_teardown(tm, 1);
+  }
+  /* 4. A restore into a spare after the eviction copy that reads it: a
+   * evicted ahead, its device memory taken at once by b's restore. */
+  tm = rs_setup(&a, 65);
+  if (tm) {
+    CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
+    pat_fill(b, 0, RS_SZ, 66);
+    CHECK(gh_tensor_evict(tm, b) == GH_OK);
+    CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
+    CHECK(gh_tensor_evict_ahead(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
+    CHECK(gh_tensor_prefetch(tm, b, s2) == GH_OK && tier_of(tm, b) == GH_TIER_DEVICE);
+    CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
+    CHECK(pat_check(b, 0, RS_SZ, 66) == SIZE_MAX);
+    CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
+    CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+    CHECK(pat_check(a, 0, RS_SZ, 65) == SIZE_MAX);
+    CHECK(gh_tensor_free(tm, a, s1) == GH_OK && gh_tensor_free(tm, b, s2) == GH_OK);
+    rs_teardown(tm, 1);
+  }
+}
+
 /* gh_tensor_prefetch_ahead when the event after its copies cannot be
  * recorded: the streams wait at once (for the latest batch) instead of at
  * the next use, and the bytes arrive. The failing record is the last one
@@ -3134,6 +3242,7 @@ int main(int argc, char** argv) {
   prefetch_ahead();
   prefetch_ahead_no_event();
   evict_ahead();
+  restore_stream();
   held_copies();
   sim_frames();
   copy_kernel();
@@ -3159,6 +3268,10 @@ int main(int argc, char** argv) {
   random_run(7, ops);
   random_run(8, ops);
   unsetenv("GPUHEAP_MOVER");
+  const int rs_set = getenv("GPUHEAP_RESTORE_STREAM") == NULL;
+  if (rs_set) setenv("GPUHEAP_RESTORE_STREAM", "1", 1); /* restores on a copy stream of their own */
+  random_run(9, ops);
+  if (rs_set) unsetenv("GPUHEAP_RESTORE_STREAM");
   random_defer = 0;
   CHECK(random_restores > 0 && random_evictions > 0 && random_moves > 0 && random_waits > 0 && random_ordered > 0);
   printf("random runs: %llu frames evicted homeless\n", (unsigned long long)random_homeless);
