@@ -403,7 +403,7 @@ int main(int argc, char** argv) {
   uint64_t lane_waits = 0;
   int split = 0;
   if (_gh_tmgr_lane_waits(tm, &lane_waits, &split) == GH_OK && split)
-    printf("waits between the copy streams (GPUHEAP_RESTORE_STREAM=1; on the GPU, for copies not seen done): %" PRIu64
+    printf("waits between the copy streams (on the GPU, for copies not seen done): %" PRIu64
            "\n", lane_waits);
   uint64_t held = 0;
   if (_gh_tmgr_held_copies(tm, &held) == GH_OK && held)

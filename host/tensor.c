@@ -210,7 +210,7 @@ typedef struct gh_tm_pa_s {
                       eviction that takes it waits for that copy: gh_tm_host_ready); 0 otherwise */
 } gh_tm_pa_t;
 
-/* With a restore stream (GPUHEAP_RESTORE_STREAM=1, see "the restore
+/* With a restore stream (the default; GPUHEAP_RESTORE_STREAM=0: off; see "the restore
  * stream" below), each of the two copy streams is a lane: the units whose
  * copies it queued are numbered (stamps), and a ring of events recorded
  * on it, each after the copies up to its cover, says which event a wait
@@ -403,7 +403,7 @@ struct gh_tmgr_s {
   char mover_what[192];
   gh_stream_t copy_stream;
   /* Restores' copies: restore_stream, copy_stream itself unless
-   * GPUHEAP_RESTORE_STREAM=1 (split); then the two lanes (evictions on
+   * GPUHEAP_RESTORE_STREAM=0 (else split); then the two lanes (evictions on
    * copy_stream, restores on restore_stream) order what ordered_ev did. */
   gh_stream_t restore_stream;
   int split;
@@ -720,8 +720,9 @@ static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const g
 }
 
 /* ---------------------------------------------------------------- the restore stream
- * GPUHEAP_RESTORE_STREAM=1 (off by default until measured: bench/NOTES.md,
- * host side, row 109): restores copy on a stream of their own
+ * On by default (GPUHEAP_RESTORE_STREAM=0: off, for comparisons;
+ * bench/NOTES.md, host side, row 109: the step -9.5 to -10 ms at widths
+ * 384-512, level at 64): restores copy on a stream of their own
  * (restore_stream) while evictions keep copy_stream, so that an eviction
  * making room in a backward pass does not queue behind the restores ahead
  * of it, and the two directions of PCIe run at once. The order that one
@@ -3047,10 +3048,10 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (rc != GH_OK) goto fail;
   tm->restore_stream = tm->copy_stream;
   {
-    /* GPUHEAP_RESTORE_STREAM=1: restores on a copy stream of their own
-     * (see "the restore stream"; not with the mover). */
+    /* Restores on a copy stream of their own (see "the restore stream";
+     * not with the mover); GPUHEAP_RESTORE_STREAM=0: on the copy stream. */
     const char* rs = getenv("GPUHEAP_RESTORE_STREAM");
-    if (rs && *rs == '1' && tm->mover_off) {
+    if (!(rs && *rs == '0') && tm->mover_off) {
       rc = ops->stream_create(tm->fr, &tm->restore_stream);
       if (rc != GH_OK) goto fail;
       tm->split = 1;

@@ -2302,7 +2302,7 @@ static void evict_ahead(void) {
   drain_and_destroy(tm, &m);
 }
 
-/* GPUHEAP_RESTORE_STREAM=1: restores copy on a stream of their own, and
+/* The restore stream (the default): restores copy on a stream of their own, and
  * each wait that one copy stream's order gave is made explicit. Four
  * cases where only that wait keeps the bytes right, each with copies
  * deferred until waited for and events that a query does not complete:
@@ -2310,10 +2310,12 @@ static void evict_ahead(void) {
  * wait lets the other stream's copy run too early or too late. */
 #define RS_SZ (4 * MiB)
 static gh_tmgr_t* rs_setup(void** a, uint64_t stamp) {
-  const int set = getenv("GPUHEAP_RESTORE_STREAM") == NULL;  /* (ctest's test_tensor_restore_stream sets it) */
-  if (set) setenv("GPUHEAP_RESTORE_STREAM", "1", 1);
+  const char* was = getenv("GPUHEAP_RESTORE_STREAM");  /* (=0 in ctest's test_tensor_one_copy_stream) */
+  char* prev = was ? strdup(was) : NULL;
+  unsetenv("GPUHEAP_RESTORE_STREAM");
   gh_tmgr_t* tm = make_tm(64, 64, 0, 1000000);
-  if (set) unsetenv("GPUHEAP_RESTORE_STREAM");
+  if (prev) setenv("GPUHEAP_RESTORE_STREAM", prev, 1);
+  free(prev);
   if (!tm) return NULL;
   int split = 0;
   uint64_t w = 0;
@@ -3269,7 +3271,7 @@ int main(int argc, char** argv) {
   random_run(8, ops);
   unsetenv("GPUHEAP_MOVER");
   const int rs_set = getenv("GPUHEAP_RESTORE_STREAM") == NULL;
-  if (rs_set) setenv("GPUHEAP_RESTORE_STREAM", "1", 1); /* restores on a copy stream of their own */
+  if (rs_set) setenv("GPUHEAP_RESTORE_STREAM", "0", 1); /* restores on the copy stream, as before row 109 */
   random_run(9, ops);
   if (rs_set) unsetenv("GPUHEAP_RESTORE_STREAM");
   random_defer = 0;
