@@ -574,6 +574,25 @@ def timeline_split(compute, copies):
     return out
 
 
+def streams_overlap(by_stream):
+    """The time during which intervals of two or more streams run at once:
+    by_stream maps a stream to its (start, end) intervals (the engine's
+    copies: evictions on the manager's copy stream, restores on its
+    restore stream, so this is the time the two directions of PCIe run
+    together)."""
+    edges = []
+    for k, v in by_stream.items():
+        edges += [(s, k, 1) for s, _ in v] + [(e, k, -1) for _, e in v]
+    edges.sort(key=lambda x: (x[0], x[2]))  # at one time, ends before starts
+    active, last, out = {}, None, 0.0
+    for t, k, d in edges:
+        if last is not None and t > last and sum(1 for n in active.values() if n) >= 2:
+            out += t - last
+        active[k] = active.get(k, 0) + d
+        last = t
+    return out
+
+
 def phase_split(compute, copies, marks, end):
     """timeline_split by phase: marks are the start times of the marker
     kernels, three a step (forward, backward, optimizer, in that order);
@@ -607,7 +626,7 @@ def trace_report(path, steps, cfg):
     with open(path) as f:
         ev = json.load(f).get("traceEvents", [])
     iv = {"kernel": [], "gpu_memcpy": [], "gpu_memset": []}
-    compute, copies, copy_kernels, marks = [], [], 0, []
+    compute, copies, copy_kernels, marks, by_stream = [], [], 0, [], {}
     for e in ev:
         if e.get("ph") == "X" and e.get("cat") in iv:
             span_ = (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
@@ -618,6 +637,8 @@ def trace_report(path, steps, cfg):
             copy_kernel = e["cat"] == "kernel" and any(k in e.get("name", "") for k in COPY_KERNELS)
             copy_kernels += copy_kernel
             (copies if copy_kernel or e["cat"] == "gpu_memcpy" else compute).append(span_)
+            if e["cat"] == "gpu_memcpy":
+                by_stream.setdefault((e.get("args") or {}).get("stream"), []).append(span_)
     allv = sorted(x for v in iv.values() for x in v)
     if not allv or steps <= 0:
         log(f"gpu_train[{cfg}] trace: no GPU intervals")
@@ -637,6 +658,8 @@ def trace_report(path, steps, cfg):
     log(f"gpu_train[{cfg}] trace: a step: compute alone {ms['compute']:.2f} ms, copies alone {ms['copy']:.2f}, "
         f"both {ms['both']:.2f}, GPU idle {(span - sum(split.values())) / 1e3 / steps:.2f} "
         f"({copy_kernels / steps:.0f} copy kernels)")
+    log(f"gpu_train[{cfg}] trace: a step: engine copies of two or more streams at once "
+        f"{streams_overlap(by_stream) / 1e3 / steps:.2f} ms ({len(by_stream)} streams with copies)")
     for p, o in phase_split(compute, copies, marks, end).items():
         log(f"gpu_train[{cfg}] trace: {p}: {o['span'] / 1e3 / steps:.2f} ms a step: compute alone "
             f"{o['compute'] / 1e3 / steps:.2f}, copies alone {o['copy'] / 1e3 / steps:.2f}, "

@@ -1780,6 +1780,25 @@ class TestTimelineSplit(unittest.TestCase):
                       trace_report_log(ev))  # microseconds in, ms out
 
 
+class TestStreamsOverlap(unittest.TestCase):
+    """gpu_train.py --trace: the time the copies of two streams (the two
+    directions) run at once (pure Python, no torch)."""
+
+    def test_overlap(self):
+        import gpu_train
+        # stream 1: 0-10 and 20-30; stream 2: 5-25; one stream alone never counts
+        self.assertEqual(gpu_train.streams_overlap({1: [(0, 10), (20, 30)], 2: [(5, 25)]}), 10.0)
+        self.assertEqual(gpu_train.streams_overlap({1: [(0, 10), (5, 15)]}), 0.0)
+        self.assertEqual(gpu_train.streams_overlap({1: [(0, 5)], 2: [(5, 9)]}), 0.0)  # touching
+        self.assertEqual(gpu_train.streams_overlap({}), 0.0)
+
+    def test_trace_report(self):
+        ev = [{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 0, "dur": 4000, "args": {"stream": 7}},
+              {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 1000, "dur": 4000, "args": {"stream": 8}}]
+        self.assertIn("engine copies of two or more streams at once 3.00 ms (2 streams with copies)",
+                      trace_report_log(ev))
+
+
 class TestPhaseSplit(unittest.TestCase):
     """gpu_train.py --gpu-only --trace: the split by phase between marker
     kernels (pure Python, no torch)."""
