@@ -725,7 +725,9 @@ static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const g
  * 384-512, level at 64): restores copy on a stream of their own
  * (restore_stream) while evictions keep copy_stream, so that an eviction
  * making room in a backward pass does not queue behind the restores ahead
- * of it, and the two directions of PCIe run at once. The order that one
+ * of it (row 110: the kernels waiting for that room start earlier; the two
+ * directions of PCIe run at once only ~5 ms a step at width 512, since a
+ * restore waits for the eviction that frees its room). The order that one
  * stream gave becomes waits, on the GPU, where the two share memory or
  * data:
  *   - a unit's move waits for its last move the other way (the unit's
