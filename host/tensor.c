@@ -721,9 +721,9 @@ static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const g
 
 /* ---------------------------------------------------------------- the restore stream
  * On by default (GPUHEAP_RESTORE_STREAM=0: off, for comparisons;
- * bench/NOTES.md, host side, row 109: the step -9.5 to -10 ms at widths
- * 384-512, level at 64): restores copy on a stream of their own
- * (restore_stream) while evictions keep copy_stream, so that an eviction
+ * bench/NOTES.md, host side, rows 109-111: the step 7.6-10.3 ms shorter
+ * at widths 384-512 in 6 pairs of 7, level at 64): restores copy on a
+ * stream of their own (restore_stream) while evictions keep copy_stream, so that an eviction
  * making room in a backward pass does not queue behind the restores ahead
  * of it (row 110: the kernels waiting for that room start earlier; the two
  * directions of PCIe run at once only ~5 ms a step at width 512, since a
