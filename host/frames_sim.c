@@ -25,7 +25,12 @@
  * stream and of those it was made to wait for, and leaves the other
  * streams' copies queued, however early they were issued. Two copies on
  * different streams with no wait between them thus run in whichever order
- * their waiters come, as on a GPU they may. A stream made to wait for a word
+ * their waiters come, as on a GPU they may. With eager runs on
+ * (_gh_frames_sim_eager) the simulation also runs, at random moments, a
+ * queued copy that nothing waits for yet but that a GPU could run already
+ * (the first of its stream, with every copy it was made to wait for done,
+ * and no word it waits for short of its value): so a copy runs too early
+ * as well as too late, and a wait missing either way shows. A stream made to wait for a word
  * (stream_wait_value) holds the events recorded on it after the wait until
  * the word reaches the value (a query says GH_ERR_BUSY); synchronizing such
  * a stream or event before then fails with GH_ERR_CORRUPT, for on a GPU it
@@ -91,6 +96,10 @@ typedef struct gh_sim_copy_s {
   size_t bytes;
   uint64_t seq;
   size_t stream;  /* its stream's index (gh_frames_s.ss) */
+  gh_sim_vc_t deps;       /* with eager runs: its stream's clock when it was queued (what it waits for) */
+  const uint32_t* word;   /* ... and the word its stream waited for then, and its value */
+  uint32_t value;
+  int early;              /* queued with eager runs on: may run early */
 } gh_sim_copy_t;
 
 typedef struct gh_sim_sstate_s {
@@ -128,6 +137,8 @@ struct gh_frames_s {
   uint32_t fail_event;        /* tests: the fail_event-th event record from now fails (0: none) */
   uint32_t fail_copy;         /* tests: the fail_copy-th copy from now fails (0: none) */
   uint64_t events_recorded;   /* event records that succeeded */
+  uint64_t eager;             /* eager runs: the random state (0: off) */
+  uint64_t eager_runs;        /* copies run early so far */
 };
 
 static size_t gh_sim_live_all = 0;    /* atomic: frames live over all instances */
@@ -212,6 +223,7 @@ static int gh_sim_close(gh_frames_t* f) {
     free(s);
     __atomic_fetch_add(&gh_sim_leaked_all, 1, __ATOMIC_RELAXED);
   }
+  for (size_t i = 0; i < f->n_copies; i++) free(f->copies[i].deps.c);
   free(f->copies);
   for (size_t i = 0; i < f->n_ss; i++) free(f->ss[i].vc.c);
   free(f->ss);
@@ -440,10 +452,12 @@ static void gh_sim_run(gh_frames_t* f, const gh_sim_vc_t* upto) {
   size_t kept = 0;
   for (size_t i = 0; i < f->n_copies; i++) {
     const gh_sim_copy_t* c = &f->copies[i];
-    if (!upto || c->seq <= gh_sim_vc_at(upto, c->stream))
+    if (!upto || c->seq <= gh_sim_vc_at(upto, c->stream)) {
       memcpy(c->dst, c->src, c->bytes);
-    else
+      free(c->deps.c);
+    } else {
       f->copies[kept++] = *c;
+    }
   }
   f->n_copies = kept;
 }
@@ -453,6 +467,39 @@ static void gh_sim_run(gh_frames_t* f, const gh_sim_vc_t* upto) {
 static void gh_sim_run_stream(gh_frames_t* f, gh_stream_t s) {
   const gh_sim_sstate_t* st = gh_sim_ss(f, s);
   gh_sim_run(f, st ? &st->vc : NULL);
+}
+
+static int gh_sim_held(const uint32_t* w, uint32_t value);
+
+/* With eager runs, half the time: one queued copy that a GPU could run now
+ * (the first of its stream; every copy of another stream that it waits
+ * for done; its stream's word, if any, at its value), chosen at random,
+ * runs. */
+static int gh_sim_early_ok(const gh_frames_t* f, size_t i) {
+  const gh_sim_copy_t* c = &f->copies[i];
+  if (!c->early || gh_sim_held(c->word, c->value)) return 0;
+  for (size_t j = 0; j < i; j++) {  /* earlier copies are the only ones it can wait for */
+    const gh_sim_copy_t* d = &f->copies[j];
+    if (d->stream == c->stream || d->seq <= gh_sim_vc_at(&c->deps, d->stream)) return 0;
+  }
+  return 1;
+}
+
+static void gh_sim_eager(gh_frames_t* f) {
+  if (!f->eager || !f->n_copies) return;
+  f->eager ^= f->eager << 13, f->eager ^= f->eager >> 7, f->eager ^= f->eager << 17;  /* xorshift64 */
+  if (f->eager & 1) return;
+  size_t n = 0, pick = SIZE_MAX;
+  for (size_t i = 0; i < f->n_copies; i++) n += gh_sim_early_ok(f, i);
+  if (n == 0) return;
+  for (size_t i = 0, k = (size_t)((f->eager >> 8) % n); pick == SIZE_MAX; i++)
+    if (gh_sim_early_ok(f, i) && k-- == 0) pick = i;
+  const gh_sim_copy_t c = f->copies[pick];
+  memcpy(c.dst, c.src, c.bytes);
+  free(c.deps.c);
+  memmove(f->copies + pick, f->copies + pick + 1, (f->n_copies - pick - 1) * sizeof *f->copies);
+  f->n_copies--;
+  f->eager_runs++;
 }
 
 static int gh_sim_stream_create(gh_frames_t* f, gh_stream_t* out) {
@@ -502,8 +549,12 @@ static int gh_sim_copy(gh_frames_t* f, void* dst, const void* src, size_t bytes,
     memcpy(dst, src, bytes);
     return GH_OK;
   }
-  f->copies[f->n_copies++] = (gh_sim_copy_t){dst, src, bytes, ++f->seq, idx};
+  gh_sim_copy_t* c = &f->copies[f->n_copies];
+  *c = (gh_sim_copy_t){dst, src, bytes, ++f->seq, idx, {NULL, 0}, st->word, st->value, 0};
+  c->early = f->eager && gh_sim_vc_merge(&c->deps, &st->vc) == GH_OK;  /* (out of memory: never early) */
+  f->n_copies++;
   st->vc.c[idx] = f->seq;
+  gh_sim_eager(f);
   return GH_OK;
 }
 
@@ -568,6 +619,7 @@ static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* 
   if (!e) return _gh_error(GH_ERR_NOMEM, "sim event_record: out of memory");
   const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
   if (!st || gh_sim_vc_merge(&e->covers, &st->vc) != GH_OK) gh_sim_run(f, NULL);  /* out of memory: all done now */
+  gh_sim_eager(f);
   if (st) e->word = st->word, e->value = st->value;
   e->left = f->lag;
   e->next = f->events;
@@ -586,6 +638,7 @@ static int gh_sim_event_query(gh_frames_t* f, gh_fevent_t ev) {
     return GH_OK;
   }
   if (e->left) e->left--;
+  gh_sim_eager(f);
   return GH_ERR_BUSY;
 }
 
@@ -647,6 +700,11 @@ void _gh_frames_sim_defer(gh_frames_t* f, int on) {
   if (!on) gh_sim_run(f, NULL);
   f->defer = on;
 }
+
+void _gh_frames_sim_eager(gh_frames_t* f, uint64_t seed) {
+  if (f) f->eager = seed;
+}
+uint64_t _gh_frames_sim_eager_runs(gh_frames_t* f) { return f ? f->eager_runs : 0; }
 
 void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_waits) {
   if (!f) return;

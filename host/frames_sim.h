@@ -25,6 +25,13 @@ size_t _gh_frames_sim_leaked_total(void);
 /* Defer copies until something waits for them (on), or run the deferred
  * ones and copy at once again (off, the default): see frames_sim.c. */
 void _gh_frames_sim_defer(gh_frames_t* f, int on);
+/* With copies deferred: also run, at random moments (seeded; 0: off, the
+ * default), a queued copy that a GPU could run already though nothing
+ * waits for it yet (see frames_sim.c); and the copies run so early so far.
+ * A copy queued while this is on carries what it waits for; one queued
+ * before never runs early. */
+void _gh_frames_sim_eager(gh_frames_t* f, uint64_t seed);
+uint64_t _gh_frames_sim_eager_runs(gh_frames_t* f);
 /* Deferred copies not run yet, and stream_wait calls so far (either may be NULL). */
 void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_waits);
 /* stream_wait_value calls so far; whether `stream` now waits for a word

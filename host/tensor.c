@@ -3918,6 +3918,18 @@ int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on) {
   return GH_OK;
 }
 
+int _gh_tmgr_sim_eager(gh_tmgr_t* tm, uint64_t seed, uint64_t* runs) {
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
+  gh_tm_lock(tm);
+  pthread_mutex_lock(&tm->pmu);
+  _gh_frames_sim_eager(tm->fr, seed);
+  if (runs) *runs = _gh_frames_sim_eager_runs(tm->fr);
+  pthread_mutex_unlock(&tm->pmu);
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
 int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream) {
   const int sim = gh_tm_sim_only(tm);
   if (sim != GH_OK) return sim;

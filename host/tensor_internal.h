@@ -54,6 +54,9 @@ int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, si
  * so far has run": the deferred copies it waits for run. _gh_tmgr_sim_counts:
  * deferred copies not run yet, and the provider's stream_wait calls. */
 int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on);
+/* Tests only: eager runs of deferred copies (seed; 0: off; see
+ * _gh_frames_sim_eager), and the copies run early so far (runs may be NULL). */
+int _gh_tmgr_sim_eager(gh_tmgr_t* tm, uint64_t seed, uint64_t* runs);
 int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream);
 int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits);
 /* Tests only, simulation: *held = 1 while `stream` waits for the mover's

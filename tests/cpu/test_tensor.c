@@ -231,6 +231,7 @@ static size_t rand_size(void) {
 
 static uint64_t random_restores, random_evictions, random_moves, random_waits, random_homeless; /* over all seeds */
 static uint64_t random_ordered; /* over the seeds with deferred copies */
+static uint64_t random_early;   /* ... copies run early (eager runs) */
 /* random_run with the simulation's copies deferred: the test's reads and
  * writes stand for kernels on its streams, so each first lets the three
  * streams' queued work run (_gh_tmgr_sim_run): a copy that none of them
@@ -263,6 +264,9 @@ static void random_run(uint64_t seed, size_t ops) {
    * move; the default (32: a frame run is one chunk here) for the others. */
   if (seed <= 2) CHECK(_gh_tmgr_set_chunk(tm, 1 + (size_t)seed) == GH_OK);
   if (random_defer) CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  /* ... and copies that nothing waits for yet run early at random, as a
+   * GPU may run them (a wait missing in either direction shows) */
+  if (random_defer) CHECK(_gh_tmgr_sim_eager(tm, seed * 7919 + 1, NULL) == GH_OK);
   model_t m = {0};
   m.cap = 4096;
   m.t = calloc(m.cap, sizeof *m.t);
@@ -440,6 +444,9 @@ static void random_run(uint64_t seed, size_t ops) {
   CHECK((s.moves > 0) == (s.move_ns > 0));
   CHECK(max_pending > 0);
   if (random_defer) random_ordered += s.ordered_moves;
+  uint64_t early = 0;
+  if (random_defer) CHECK(_gh_tmgr_sim_eager(tm, 0, &early) == GH_OK);
+  random_early += early;
   drain_and_destroy(tm, &m);
   free(m.t);
 }
@@ -1020,7 +1027,39 @@ static void sim_stream_order(void) {
   CHECK(y[0] == 4);
   CHECK(ops->stream_sync(f, a) == GH_OK);
   CHECK(y[0] == 3);                          /* a's ran last: a race the caller left open */
+  /* Eager runs: copies that nothing waits for run early, but never before
+   * what they wait for (another stream's copy, a word short of its value). */
+  uint32_t* word = NULL;
+  CHECK(ops->word_alloc(f, &word) == GH_OK);
+  _gh_frames_sim_eager(f, 12345);
+  int early_both = 0;
+  for (int round = 0; round < 20; round++) {
+    memset(base, 0, 4 * fb);
+    x[0] = (uint8_t)(10 + round);
+    *word = 0;
+    gh_fevent_t e1 = 0, q = 0;
+    CHECK(ops->copy(f, y, x, 1, a) == GH_OK);      /* a: y = x */
+    CHECK(ops->event_record(f, a, &e1) == GH_OK);
+    CHECK(ops->stream_wait(f, b, e1) == GH_OK);
+    CHECK(ops->copy(f, z, y, 1, b) == GH_OK);      /* b: z = y, after a's */
+    CHECK(ops->stream_wait_value(f, c, word, 1) == GH_OK);
+    CHECK(ops->copy(f, w, x, 1, c) == GH_OK);      /* c: w = x, once the word is 1 */
+    CHECK(ops->event_record(f, a, &q) == GH_OK);
+    for (int k = 0; k < 40; k++) {
+      (void)ops->event_query(f, q);                /* each call a chance for an early run */
+      CHECK(z[0] == 0 || (z[0] == x[0] && y[0] == x[0]));
+      CHECK(w[0] == 0);
+    }
+    early_both += y[0] == x[0] && z[0] == x[0];
+    *word = 1;
+    CHECK(ops->stream_sync(f, b) == GH_OK && ops->stream_sync(f, c) == GH_OK);
+    CHECK(y[0] == x[0] && z[0] == x[0] && w[0] == x[0]);
+    CHECK(ops->event_destroy(f, e1) == GH_OK && ops->event_destroy(f, q) == GH_OK);
+  }
+  CHECK(early_both > 0 && _gh_frames_sim_eager_runs(f) > 0);
+  _gh_frames_sim_eager(f, 0);
   _gh_frames_sim_defer(f, 0);
+  CHECK(ops->word_free(f, word) == GH_OK);
   CHECK(ops->event_destroy(f, ea) == GH_OK && ops->event_destroy(f, ec) == GH_OK);
   CHECK(ops->stream_destroy(f, a) == GH_OK && ops->stream_destroy(f, b) == GH_OK && ops->stream_destroy(f, c) == GH_OK);
   CHECK(ops->unmap(f, base, 4) == GH_OK);
@@ -3264,8 +3303,10 @@ int main(int argc, char** argv) {
   setenv("GPUHEAP_SAME_STREAM_REUSE", "0", 1); /* freed memory after its event only, as before */
   random_run(5, ops);
   unsetenv("GPUHEAP_SAME_STREAM_REUSE");
-  random_defer = 1; /* copies run only once a stream waits for them */
+  random_defer = 1; /* copies run only once a stream waits for them (or early, at random) */
   random_run(6, ops);
+  random_run(10, ops);
+  random_run(11, ops);
   setenv("GPUHEAP_MOVER", "1", 1); /* and homes are remapped on the mover thread */
   random_run(7, ops);
   random_run(8, ops);
@@ -3276,6 +3317,8 @@ int main(int argc, char** argv) {
   if (rs_set) unsetenv("GPUHEAP_RESTORE_STREAM");
   random_defer = 0;
   CHECK(random_restores > 0 && random_evictions > 0 && random_moves > 0 && random_waits > 0 && random_ordered > 0);
+  printf("random runs: %llu copies run early\n", (unsigned long long)random_early);
+  if (ops >= 1000) CHECK(random_early > 0);
   printf("random runs: %llu frames evicted homeless\n", (unsigned long long)random_homeless);
   if (ops >= 1000) CHECK(random_homeless > 0);
   threads(ops);
