@@ -371,6 +371,8 @@ struct gh_tmgr_s {
                                                          switch (_gh_tmgr_wait_times; under mu) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
   gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
+  size_t held_v0[GH_TM_HELD_MAX], held_k[GH_TM_HELD_MAX], n_held_units; /* with a restore stream: their units
+                                        (first vframe, frames), stamped when the copies are queued */
   size_t n_held;
   uint64_t held_copies;              /* units whose copy was held (_gh_tmgr_held_copies) */
   uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
@@ -1783,7 +1785,10 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   int rc = GH_OK;
   if (st->held) {
     /* its copy comes with gh_tm_held_flush, which gives the old backing
-     * (to the spares now, with no event) the copy's event */
+     * (to the spares now, with no event) the copy's event, and the unit
+     * its stamp (GH_TM_STAMP_LATEST until then) */
+    if (tm->split && tm->n_held_units < GH_TM_HELD_MAX)
+      tm->held_v0[tm->n_held_units] = u->v0, tm->held_k[tm->n_held_units++] = u->k;
   } else if (!ordered) {
     rc = st->ev ? GH_PW(tm, GH_TM_W_MOVE, tm->ops->event_sync(tm->fr, st->ev))
                 : GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, gh_tm_copy_s(tm, to)));
@@ -2409,7 +2414,13 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
     pthread_mutex_unlock(&tm->jmu);
   }
   gh_fevent_t last = 0;  /* the latest ordered batch's copies: these */
-  if (tm->split) tm->lane[GH_TM_LANE_EVICT].issued++;  /* what the held units' stamps wait for */
+  if (tm->split) {  /* the held units' stamp: these copies */
+    const uint64_t stamp = ++tm->lane[GH_TM_LANE_EVICT].issued;
+    for (size_t i = 0; i < tm->n_held_units; i++)
+      for (size_t v = tm->held_v0[i]; v < tm->held_v0[i] + tm->held_k[i]; v++)
+        if (tm->vf[v].xstamp == GH_TM_STAMP_LATEST) tm->vf[v].xstamp = stamp;
+    tm->n_held_units = 0;
+  }
   if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &last)) == GH_OK) {
     if (tm->split) {
       gh_tm_lane_push(tm, &tm->lane[GH_TM_LANE_EVICT], last);
