@@ -409,7 +409,8 @@ struct gh_tmgr_s {
    * copy_stream, restores on restore_stream) order what ordered_ev did. */
   gh_stream_t restore_stream;
   int split;
-  gh_tm_lane_t lane[2];           /* [GH_TM_LANE_EVICT], [GH_TM_LANE_RESTORE] (split only) */
+  gh_tm_lane_t lane[2];           /* [GH_TM_LANE_EVICT], [GH_TM_LANE_RESTORE]: their streams always, the rest
+                                     split only (gh_tm_lane_to) */
   uint64_t lane_waits;            /* waits of one lane's work for the other's copies (_gh_tmgr_lane_waits) */
   gh_stream_t* streams;  /* every stream seen */
   size_t n_streams, cap_streams;
@@ -815,9 +816,15 @@ static void gh_tm_lane_wait(gh_tmgr_t* tm, gh_tm_lane_t* l, uint64_t stamp, cons
   gh_tm_wait_for(tm, e, l->s, user, site);
 }
 
-/* The stream that copies into tier `to`. */
-static gh_stream_t gh_tm_copy_s(const gh_tmgr_t* tm, gh_tier_t to) {
-  return to == GH_TIER_DEVICE ? tm->restore_stream : tm->copy_stream;
+/* The lane whose stream copies into tier `to` (restores: the restore
+ * stream's; evictions: copy_stream's), and the other one. Their streams
+ * are set with or without a restore stream (then both copy_stream); their
+ * stamps and rings are used only with one. */
+static gh_tm_lane_t* gh_tm_lane_to(gh_tmgr_t* tm, gh_tier_t to) {
+  return &tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_RESTORE : GH_TM_LANE_EVICT];
+}
+static gh_tm_lane_t* gh_tm_lane_from(gh_tmgr_t* tm, gh_tier_t to) {
+  return &tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_EVICT : GH_TM_LANE_RESTORE];
 }
 
 /* 1 when the latest ordered batch's copies are done (its event forgotten). */
@@ -1699,7 +1706,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   st->to_homeless = to == GH_TIER_HOST && !mover && gh_tm_homeless_ok(tm, u);
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
   st->stamp = 0;
-  const gh_stream_t cs = gh_tm_copy_s(tm, to);
+  const gh_stream_t cs = gh_tm_lane_to(tm, to)->s;
   if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &cs) != GH_OK) return 0;
   /* The device side is one allocation (a chunk's, or a slab's frame:
    * _gh_tmgr_check's invariant; refused, nothing moved, if it were not). */
@@ -1713,8 +1720,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   const size_t nhost = to == GH_TIER_DEVICE ? st->nold : st->npa;
   /* With a restore stream: after the unit's last move the other way. */
   if (tm->split)
-    gh_tm_lane_wait(tm, &tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_EVICT : GH_TM_LANE_RESTORE],
-                    tm->vf[u->v0].xstamp, &cs, GH_TM_W_ORDERED);
+    gh_tm_lane_wait(tm, gh_tm_lane_from(tm, to), tm->vf[u->v0].xstamp, &cs, GH_TM_W_ORDERED);
   uint8_t* dva = NULL;
   int rc = GH_OK;
   if (gh_tm_dalias_get(tm, dev) == GH_OK) {
@@ -1747,8 +1753,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   }
   if (st->held) tm->held_copies++;
   if (rc == GH_OK && tm->split)  /* (a held copy's: whatever its lane has queued when it is waited for) */
-    st->stamp = st->held ? GH_TM_STAMP_LATEST
-                         : ++tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_RESTORE : GH_TM_LANE_EVICT].issued;
+    st->stamp = st->held ? GH_TM_STAMP_LATEST : ++gh_tm_lane_to(tm, to)->issued;
   if (rc == GH_OK && !st->held && GH_P(tm, tm->ops->event_record(tm->fr, cs, &st->ev)) != GH_OK) {
     st->ev = 0;  /* no event: wait for the stream at the finish instead */
   }
@@ -1791,9 +1796,9 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
       tm->held_v0[tm->n_held_units] = u->v0, tm->held_k[tm->n_held_units++] = u->k;
   } else if (!ordered) {
     rc = st->ev ? GH_PW(tm, GH_TM_W_MOVE, tm->ops->event_sync(tm->fr, st->ev))
-                : GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, gh_tm_copy_s(tm, to)));
+                : GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, gh_tm_lane_to(tm, to)->s));
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
-    gh_tm_lane_t* l = &tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_RESTORE : GH_TM_LANE_EVICT];
+    gh_tm_lane_t* l = gh_tm_lane_to(tm, to);
     if (rc == GH_OK && tm->split && st->stamp > l->done) l->done = st->stamp;  /* and every copy before it */
   } else if (to == GH_TIER_HOST) {
     st->old[0].ev = st->ev;  /* the device allocation: one (a unit's device side, move_start) */
@@ -1866,7 +1871,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   }
   /* The batch's event, before the finishes give the old backings back
    * (the copy stream's order: it follows every copy of the batch). */
-  const gh_stream_t cs = gh_tm_copy_s(tm, to);
+  const gh_stream_t cs = gh_tm_lane_to(tm, to)->s;
   gh_fevent_t bev = 0;
   if (ordered && i > 0 && GH_P(tm, tm->ops->event_record(tm->fr, cs, &bev)) != GH_OK) bev = 0;
   const uint64_t seq = queued ? gh_tm_mover_seal(tm) : 0;
@@ -1887,7 +1892,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
     }
     if (drain) gh_tm_mover_drain(tm);
     if (tm->split) {
-      gh_tm_lane_push(tm, &tm->lane[to == GH_TIER_DEVICE ? GH_TM_LANE_RESTORE : GH_TM_LANE_EVICT], bev);
+      gh_tm_lane_push(tm, gh_tm_lane_to(tm, to), bev);
     } else {
       if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
       tm->ordered_ev = bev;
@@ -3060,6 +3065,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   rc = ops->stream_create(tm->fr, &tm->copy_stream);
   if (rc != GH_OK) goto fail;
   tm->restore_stream = tm->copy_stream;
+  tm->lane[GH_TM_LANE_EVICT].s = tm->lane[GH_TM_LANE_RESTORE].s = tm->copy_stream;
   {
     /* Restores on a copy stream of their own (see "the restore stream";
      * not with the mover); GPUHEAP_RESTORE_STREAM=0: on the copy stream. */
@@ -3068,7 +3074,6 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
       rc = ops->stream_create(tm->fr, &tm->restore_stream);
       if (rc != GH_OK) goto fail;
       tm->split = 1;
-      tm->lane[GH_TM_LANE_EVICT].s = tm->copy_stream;
       tm->lane[GH_TM_LANE_RESTORE].s = tm->restore_stream;
     }
   }

@@ -2348,7 +2348,9 @@ static void evict_ahead(void) {
  * the simulation runs each stream's copies in its own order, so a missing
  * wait lets the other stream's copy run too early or too late. */
 #define RS_SZ (4 * MiB)
-static gh_tmgr_t* rs_setup(void** a, uint64_t stamp) {
+/* A manager with the restore stream, a on stream 0x1000 and (b not NULL)
+ * b on 0x2000, both RS_SZ and filled; copies deferred from then on. */
+static gh_tmgr_t* rs_setup(void** a, uint64_t stamp, void** b, uint64_t b_stamp) {
   const char* was = getenv("GPUHEAP_RESTORE_STREAM");  /* (=0 in ctest's test_tensor_one_copy_stream) */
   char* prev = was ? strdup(was) : NULL;
   unsetenv("GPUHEAP_RESTORE_STREAM");
@@ -2361,6 +2363,10 @@ static gh_tmgr_t* rs_setup(void** a, uint64_t stamp) {
   CHECK(_gh_tmgr_lane_waits(tm, &w, &split) == GH_OK && split == 1 && w == 0);
   CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, (gh_stream_t)(uintptr_t)0x1000, a) == GH_OK);
   pat_fill(*a, 0, RS_SZ, stamp);
+  if (b) {
+    CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, (gh_stream_t)(uintptr_t)0x2000, b) == GH_OK);
+    pat_fill(*b, 0, RS_SZ, b_stamp);
+  }
   CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
   return tm;
 }
@@ -2383,7 +2389,7 @@ static void restore_stream(void) {
   /* 1. A restore after the eviction copy that wrote its host memory: a
    * evicted ahead (no stream waits for its copies), its device memory
    * taken by b, then a brought back into new device memory. */
-  gh_tmgr_t* tm = rs_setup(&a, 61);
+  gh_tmgr_t* tm = rs_setup(&a, 61, NULL, 0);
   if (tm) {
     CHECK(gh_tensor_evict_ahead(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
     CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
@@ -2396,9 +2402,8 @@ static void restore_stream(void) {
   /* 2. An eviction after the restore copy that wrote its device memory: a
    * prefetched ahead (no stream waits for that copy) and evicted again at
    * once, into pooled host memory no restore reads (x's). */
-  tm = rs_setup(&a, 62);
+  tm = rs_setup(&a, 62, &x, 0);
   if (tm) {
-    CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, s2, &x) == GH_OK);
     CHECK(gh_tensor_evict(tm, a) == GH_OK && gh_tensor_evict(tm, x) == GH_OK);
     CHECK(gh_tensor_free(tm, x, s2) == GH_OK);  /* its host memory to the pool, once the free's event completes */
     CHECK(_gh_tmgr_sim_configure(tm, 0, 36, 36) == GH_OK && gh_tmgr_maintain(tm) == GH_OK);
@@ -2416,10 +2421,8 @@ static void restore_stream(void) {
   /* 3. An eviction into pooled host memory after the restore that gave it
    * back: a prefetched ahead, its host memory taken at once by b's
    * eviction, whose copy the host waits for. */
-  tm = rs_setup(&a, 63);
+  tm = rs_setup(&a, 63, &b, 64);
   if (tm) {
-    CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
-    pat_fill(b, 0, RS_SZ, 64);
     CHECK(gh_tensor_evict(tm, a) == GH_OK);
     CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
     CHECK(gh_tensor_prefetch_ahead(tm, a, s1) == GH_OK);
@@ -2433,10 +2436,8 @@ static void restore_stream(void) {
   }
   /* 4. A restore into a spare after the eviction copy that reads it: a
    * evicted ahead, its device memory taken at once by b's restore. */
-  tm = rs_setup(&a, 65);
+  tm = rs_setup(&a, 65, &b, 66);
   if (tm) {
-    CHECK(gh_tensor_alloc(tm, RS_SZ, GH_KIND_ACTIVATIONS, s2, &b) == GH_OK);
-    pat_fill(b, 0, RS_SZ, 66);
     CHECK(gh_tensor_evict(tm, b) == GH_OK);
     CHECK(_gh_tmgr_sim_run(tm, s2) == GH_OK);
     CHECK(gh_tensor_evict_ahead(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
