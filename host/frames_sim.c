@@ -143,6 +143,7 @@ struct gh_frames_s {
 
 static size_t gh_sim_live_all = 0;    /* atomic: frames live over all instances */
 static size_t gh_sim_leaked_all = 0;  /* atomic: frames, events, streams cleaned up by close */
+static uint32_t gh_sim_fail_stream = 0; /* atomic: stream creations until one fails (0: none) */
 
 static int gh_sim_tier_ok(gh_tier_t t) { return t == GH_TIER_DEVICE || t == GH_TIER_HOST; }
 
@@ -504,6 +505,11 @@ static void gh_sim_eager(gh_frames_t* f) {
 
 static int gh_sim_stream_create(gh_frames_t* f, gh_stream_t* out) {
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim stream_create: bad arguments");
+  uint32_t n = __atomic_load_n(&gh_sim_fail_stream, __ATOMIC_RELAXED);
+  while (n && !__atomic_compare_exchange_n(&gh_sim_fail_stream, &n, n - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  if (n == 1)  /* as cudaStreamCreate failing: no stream */
+    return _gh_error(GH_ERR_CUDA, "sim stream_create: refused on purpose (_gh_frames_sim_fail_stream)");
   gh_sim_stream_t* s = calloc(1, sizeof *s);
   if (!s) return _gh_error(GH_ERR_NOMEM, "sim stream_create: out of memory");
   s->next = f->streams;
@@ -740,6 +746,8 @@ int _gh_frames_sim_mapped(gh_frames_t* f, const void* va) {
   if (!f || p < f->base || p >= f->base + f->bytes) return 0;
   return f->mapped[(size_t)(p - f->base) / f->frame] != 0;
 }
+
+void _gh_frames_sim_fail_stream(uint32_t nth) { __atomic_store_n(&gh_sim_fail_stream, nth, __ATOMIC_RELAXED); }
 
 uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth) {
   if (!f) return 0;

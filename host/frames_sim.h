@@ -58,6 +58,12 @@ void _gh_frames_sim_fail_copy(gh_frames_t* f, uint32_t nth);
  * GH_ERR_CUDA and records nothing, as a failing cudaEventRecord would; 0
  * cancels. Returns the event records that succeeded so far. */
 uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth);
+/* Tests: the nth stream creation from now (1: the next), on any simulated
+ * frames of the process, fails with GH_ERR_CUDA and creates nothing, as a
+ * failing cudaStreamCreate would; 0 cancels. Process-wide because a
+ * manager creates its streams inside gh_tmgr_create, before a test can
+ * reach its frames. */
+void _gh_frames_sim_fail_stream(uint32_t nth);
 /* Tests: whether the frame holding va (frame-aligned or not) is mapped. */
 int _gh_frames_sim_mapped(gh_frames_t* f, const void* va);
 int _gh_frames_sim_held(gh_frames_t* f, gh_stream_t stream);

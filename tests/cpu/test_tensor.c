@@ -468,6 +468,32 @@ static void bad_inputs(void) {
   CHECK(gh_tmgr_create(&bad, &o) == GH_ERR_UNSUPPORTED && bad == NULL);
   CHECK(gh_tmgr_create(NULL, &o) == GH_ERR_INVAL);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  {
+    /* A stream the driver will not create: the copy stream (the first),
+     * then the restore stream (the second; with GPUHEAP_RESTORE_STREAM=0
+     * there is none and the manager is made). Either way the error is the
+     * provider's and nothing is left behind: no frames, and no stream or
+     * event for the frames' close to clean up. */
+    o.heap_bytes = 0;
+    const char* was = getenv("GPUHEAP_RESTORE_STREAM");
+    const int split = !(was && *was == '0');
+    const size_t leaked = _gh_frames_sim_leaked_total();
+    for (uint32_t nth = 1; nth <= 2; nth++) {
+      _gh_frames_sim_fail_stream(nth);
+      bad = (gh_tmgr_t*)1;
+      const int rc = gh_tmgr_create(&bad, &o);
+      _gh_frames_sim_fail_stream(0);
+      if (nth == 1 || split) {
+        CHECK_MSG(rc == GH_ERR_CUDA && bad == NULL, "stream %u refused: rc %d", nth, rc);
+        CHECK(strstr(gh_last_error_detail(), "refused on purpose") != NULL);
+      } else {
+        CHECK(rc == GH_OK && bad != NULL);
+        if (rc == GH_OK) CHECK(gh_tmgr_destroy(bad) == GH_OK);
+      }
+      CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+      CHECK_EQ_U64(_gh_frames_sim_leaked_total(), leaked);
+    }
+  }
 
   gh_tmgr_t* tm = make_tm(16, 32, 2, 2);
   if (!tm) return;
