@@ -136,6 +136,7 @@ struct gh_frames_s {
   uint32_t fail_map;          /* tests: the fail_map-th map from now fails (0: none) */
   uint32_t fail_event;        /* tests: the fail_event-th event record from now fails (0: none) */
   uint32_t fail_copy;         /* tests: the fail_copy-th copy from now fails (0: none) */
+  uint32_t fail_sync;         /* tests: the fail_sync-th event or stream sync from now fails (0: none) */
   uint64_t events_recorded;   /* event records that succeeded */
   uint64_t eager;             /* eager runs: the random state (0: off) */
   uint64_t eager_runs;        /* copies run early so far */
@@ -449,18 +450,28 @@ static int gh_sim_vc_merge(gh_sim_vc_t* dst, const gh_sim_vc_t* src) {
 
 /* Run the deferred copies that `upto` covers (all when NULL), in the
  * order they were issued; the others stay queued, in order. */
-static void gh_sim_run(gh_frames_t* f, const gh_sim_vc_t* upto) {
+static void gh_sim_run_or_drop(gh_frames_t* f, const gh_sim_vc_t* upto, int drop) {
   size_t kept = 0;
   for (size_t i = 0; i < f->n_copies; i++) {
     const gh_sim_copy_t* c = &f->copies[i];
     if (!upto || c->seq <= gh_sim_vc_at(upto, c->stream)) {
-      memcpy(c->dst, c->src, c->bytes);
+      if (!drop) memcpy(c->dst, c->src, c->bytes);
       free(c->deps.c);
     } else {
       f->copies[kept++] = *c;
     }
   }
   f->n_copies = kept;
+}
+static void gh_sim_run(gh_frames_t* f, const gh_sim_vc_t* upto) { gh_sim_run_or_drop(f, upto, 0); }
+
+/* A sync refused on purpose (_gh_frames_sim_fail_sync): 1 when this one is,
+ * after dropping the queued copies it covers (all of them when `upto` is
+ * NULL), as copies that failed on the GPU: they write nothing. */
+static int gh_sim_sync_fails(gh_frames_t* f, const gh_sim_vc_t* upto) {
+  if (!f->fail_sync || --f->fail_sync != 0) return 0;
+  gh_sim_run_or_drop(f, upto, 1);
+  return 1;
 }
 
 /* Run what the work queued on s so far waits for: its own copies and those
@@ -581,6 +592,8 @@ static int gh_sim_stream_sync(gh_frames_t* f, gh_stream_t stream) {
   const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
   if (st && gh_sim_held(st->word, st->value))
     return _gh_error(GH_ERR_CORRUPT, "sim stream_sync: the stream waits for a word not written yet");
+  if (gh_sim_sync_fails(f, st ? &st->vc : NULL))
+    return _gh_error(GH_ERR_CUDA, "sim stream_sync: a copy failed on purpose (_gh_frames_sim_fail_sync)");
   gh_sim_run_stream(f, stream);
   return GH_OK;
 }
@@ -653,6 +666,8 @@ static int gh_sim_event_sync(gh_frames_t* f, gh_fevent_t ev) {
   gh_sim_event_t* e = (gh_sim_event_t*)ev;
   if (gh_sim_held(e->word, e->value))
     return _gh_error(GH_ERR_CORRUPT, "sim event_sync: the event follows a wait for a word not written yet");
+  if (gh_sim_sync_fails(f, &e->covers))
+    return _gh_error(GH_ERR_CUDA, "sim event_sync: a copy failed on purpose (_gh_frames_sim_fail_sync)");
   e->left = 0;
   gh_sim_run(f, &e->covers);
   return GH_OK;
@@ -745,6 +760,10 @@ int _gh_frames_sim_mapped(gh_frames_t* f, const void* va) {
   const uint8_t* p = va;
   if (!f || p < f->base || p >= f->base + f->bytes) return 0;
   return f->mapped[(size_t)(p - f->base) / f->frame] != 0;
+}
+
+void _gh_frames_sim_fail_sync(gh_frames_t* f, uint32_t nth) {
+  if (f) f->fail_sync = nth;
 }
 
 void _gh_frames_sim_fail_stream(uint32_t nth) { __atomic_store_n(&gh_sim_fail_stream, nth, __ATOMIC_RELAXED); }

@@ -58,6 +58,11 @@ void _gh_frames_sim_fail_copy(gh_frames_t* f, uint32_t nth);
  * GH_ERR_CUDA and records nothing, as a failing cudaEventRecord would; 0
  * cancels. Returns the event records that succeeded so far. */
 uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth);
+/* Tests: the nth event or stream sync from now (1: the next) fails with
+ * GH_ERR_CUDA, as cudaEventSynchronize reporting a copy that failed on the
+ * GPU: the queued copies it covers are dropped (they write nothing); 0
+ * cancels. */
+void _gh_frames_sim_fail_sync(gh_frames_t* f, uint32_t nth);
 /* Tests: the nth stream creation from now (1: the next), on any simulated
  * frames of the process, fails with GH_ERR_CUDA and creates nothing, as a
  * failing cudaStreamCreate would; 0 cancels. Process-wide because a

@@ -403,6 +403,10 @@ struct gh_tmgr_s {
   int mover_err;                     /* the first failure that cannot be undone (sticky: the mover's, or a
                                         held copy's, gh_tm_held_flush), and what failed */
   char mover_what[192];
+  int move_rc;                       /* the latest gh_tm_move's first failure that was not the budget's (a
+                                        copy, map or sync the provider refused: the unit stayed where it
+                                        was), or GH_OK, and what failed */
+  char move_what[192];
   gh_stream_t copy_stream;
   /* Restores' copies: restore_stream, copy_stream itself unless
    * GPUHEAP_RESTORE_STREAM=0 (else split); then the two lanes (evictions on
@@ -1695,6 +1699,16 @@ static int gh_tm_copy_out(gh_tmgr_t* tm, void* dst, const void* src, size_t byte
   return tm->ops->copy(tm->fr, dst, src, bytes, tm->copy_stream);
 }
 
+/* A unit of the move in progress stayed where it was because the provider
+ * refused something (rc): the first such failure is the move's
+ * (gh_tm_move_rc). A full tier (GH_ERR_BUDGET) is not one: a move is best
+ * effort there. */
+static void gh_tm_move_failed(gh_tmgr_t* tm, int rc) {
+  if (rc == GH_OK || rc == GH_ERR_BUDGET || tm->move_rc != GH_OK) return;
+  tm->move_rc = rc;
+  snprintf(tm->move_what, sizeof tm->move_what, "%s", gh_last_error_detail());
+}
+
 /* Start moving unit u into tier `to`, staging window `slot`: 1 when its
  * copy is under way and its home holds the new backing (mover: its remap
  * is queued for the mover), 0 (nothing changed) when not. */
@@ -1707,12 +1721,16 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
   st->stamp = 0;
   const gh_stream_t cs = gh_tm_lane_to(tm, to)->s;
-  if (gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &cs) != GH_OK) return 0;
+  const int got = gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &cs);
+  if (got != GH_OK) {
+    gh_tm_move_failed(tm, got);
+    return 0;
+  }
   /* The device side is one allocation (a chunk's, or a slab's frame:
    * _gh_tmgr_check's invariant; refused, nothing moved, if it were not). */
   gh_tm_pa_t* dev = to == GH_TIER_DEVICE ? &st->pa[0] : &st->old[0];
   if (dev->n != u->k) {
-    _gh_error(GH_ERR_CORRUPT, "a device unit of %zu frames in an allocation of %u", u->k, dev->n);
+    gh_tm_move_failed(tm, _gh_error(GH_ERR_CORRUPT, "a device unit of %zu frames in an allocation of %u", u->k, dev->n));
     gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
   }
@@ -1768,6 +1786,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
     }
   }
   if (rc != GH_OK) {
+    gh_tm_move_failed(tm, rc);
     if (st->held) tm->n_held = held0, tm->held_copies--;  /* its copies, not queued, go with the move */
     GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));  /* no copy may still write into them */
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
@@ -1808,6 +1827,7 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   if (rc != GH_OK) gh_tm_home_undo(tm, u, st);  /* the copy failed: the data is in the old backing */
   if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
   if (rc != GH_OK) {
+    gh_tm_move_failed(tm, rc);
     gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
   }
@@ -1852,8 +1872,10 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   gh_tm_mover_drain(tm);
   const int mover = ordered && tm->mover_on && gh_tm_mover_reserve(tm, n + 1) == GH_OK;
   size_t queued = 0;
-  gh_tm_step_t* st = gh_tm_sset_sync(tm, &ss) == GH_OK ? malloc(GH_TM_DEPTH * sizeof *st) : NULL;
+  const int synced = gh_tm_sset_sync(tm, &ss);
+  gh_tm_step_t* st = synced == GH_OK ? malloc(GH_TM_DEPTH * sizeof *st) : NULL;
   if (!st) {
+    gh_tm_move_failed(tm, synced != GH_OK ? synced : _gh_error(GH_ERR_NOMEM, "a move: out of memory"));
     free(users.s);
     return 0;
   }
@@ -1908,8 +1930,11 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
 /* Move units u[0..n) (all mapped in the other tier) to tier `to`, after the
  * streams of their tensors reached the present. Device backing for a
  * restore is within the budget (checked by the caller). Returns the frames
- * moved (fewer when the target tier ran out). Counted in moves / move_ns. */
+ * moved (fewer when the target tier ran out, or when the provider refused
+ * something: then tm->move_rc says what, gh_tm_move_rc). Counted in moves /
+ * move_ns. */
 static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to) {
+  tm->move_rc = GH_OK;
   if (n == 0) return 0;
   const uint64_t t0 = gh_tm_now_ns();
   tm->moves++;
@@ -1918,6 +1943,13 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
   gh_tm_in_move = 0;
   tm->move_ns += gh_tm_now_ns() - t0;
   return done;
+}
+
+/* The latest gh_tm_move's provider failure as the call's error (`what`:
+ * the call), or GH_OK. */
+static int gh_tm_move_rc(const gh_tmgr_t* tm, const char* what) {
+  if (tm->move_rc == GH_OK) return GH_OK;
+  return _gh_error(tm->move_rc, "%s: a unit stayed where it was, its data there: %s", what, tm->move_what);
 }
 
 static int gh_tm_victim_ok(const gh_tmgr_t* tm, size_t v) {
@@ -2165,6 +2197,7 @@ static int gh_tm_restore_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t nu, 
   size_t take = 0, fit = 0;  /* the units that fit in the room */
   while (take < nu && fit + u[take].k <= room) fit += u[take++].k;
   const size_t moved = gh_tm_move(tm, u, take, GH_TIER_DEVICE);
+  if (moved < m && tm->move_rc != GH_OK) return gh_tm_move_rc(tm, "restore");
   if (moved < m) return _gh_error(GH_ERR_BUDGET, "restore: %zu of %zu frames found no device room", m - moved, m);
   return GH_OK;
 }
@@ -3503,8 +3536,12 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
      * effort: a full host tier moves fewer). */
     gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
     for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) tm->vf[v].clock = 0;
-    if (units) gh_tm_move(tm, units, gh_tm_evict_units(tm, t, units), GH_TIER_HOST);
-    else rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_evict: out of memory");
+    if (units) {
+      gh_tm_move(tm, units, gh_tm_evict_units(tm, t, units), GH_TIER_HOST);
+      rc = gh_tm_move_rc(tm, "gh_tensor_evict");
+    } else {
+      rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_evict: out of memory");
+    }
     free(units);
   }
   gh_tm_trace(tm, "e %llx %d\n", GH_TM_TP(ptr), rc);
@@ -3584,6 +3621,7 @@ int gh_tensor_evict_ahead(gh_tmgr_t* tm, void* ptr) {
       tm->ordered = 1;
       tm->ahead = t;
       gh_tm_move(tm, units, gh_tm_evict_units(tm, t, units), GH_TIER_HOST);
+      rc = gh_tm_move_rc(tm, "gh_tensor_evict_ahead");
       tm->ordered = 0;
       tm->ahead = NULL;
     } else {
@@ -3879,7 +3917,10 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
     }
     units[n++] = u, frames += u.k;
   }
-  if (n) gh_tm_move(tm, units, n, GH_TIER_DEVICE);  /* one pipelined batch */
+  if (n) {
+    gh_tm_move(tm, units, n, GH_TIER_DEVICE);  /* one pipelined batch */
+    if (rc == GH_OK) rc = gh_tm_move_rc(tm, "gh_tmgr_maintain");
+  }
   free(units);
   if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
   gh_tm_trace(tm, "m %d\n", rc);
@@ -3972,6 +4013,7 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
 
 int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_map(tm->fr, nth)); }
 int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_copy(tm->fr, nth)); }
+int _gh_tmgr_sim_fail_sync(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_sync(tm->fr, nth)); }
 
 int _gh_tmgr_sim_frames(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
   GH_TM_SIM_CALL(tm, _gh_frames_sim_frames(tm->fr, tier, mapped, unmapped));

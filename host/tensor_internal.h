@@ -69,6 +69,10 @@ int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth);
 /* Tests only, simulation: the nth copy from now fails as a failing
  * cudaMemcpyAsync would; 0 cancels. */
 int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth);
+/* Tests only, simulation: the nth event or stream sync from now fails as
+ * one reporting a copy that failed on the GPU would (the copies it covers
+ * write nothing); 0 cancels. */
+int _gh_tmgr_sim_fail_sync(gh_tmgr_t* tm, uint32_t nth);
 /* Tests only, simulation: *n = copies made by the provider's copy_to_host
  * so far (evictions copied by a kernel: gh_tm_copy_out). */
 int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n);

@@ -286,7 +286,10 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
  * where they put it. gh_tensor_evict ends a quiet advice (gh_tensor_advise):
  * host memory of the tensor evicted under it is mapped at its address
  * first, and when the driver refuses that map the call fails with
- * GH_ERR_DEVICE_NOMEM, nothing changed. */
+ * GH_ERR_DEVICE_NOMEM, nothing changed. A full tier moves fewer frames (a
+ * prefetch: GH_ERR_BUDGET; an evict: GH_OK). A copy, map or sync that CUDA
+ * fails stops the move with that error (GH_ERR_CUDA, GH_ERR_DEVICE_NOMEM):
+ * the units not moved stay where they were, with their data. */
 int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 int gh_tensor_evict(gh_tmgr_t* tm, void* ptr);
 /* gh_tensor_prefetch of n tensors in one batch: one wait for their streams

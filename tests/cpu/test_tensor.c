@@ -2162,7 +2162,7 @@ static void failed_maps(void) {
   gh_tmgr_stats_t s0, s1;
   CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
   CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);
-  CHECK(gh_tensor_evict(tm, e) == GH_OK); /* a hint: it moved what it could, here nothing */
+  CHECK(gh_tensor_evict(tm, e) == GH_ERR_DEVICE_NOMEM); /* nothing moved, and the driver's refusal said */
   CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
   CHECK_EQ_U64(s1.evictions, s0.evictions);
   CHECK_EQ_U64(s1.frames[GH_TIER_DEVICE], s0.frames[GH_TIER_DEVICE]);
@@ -2403,6 +2403,58 @@ static void rs_teardown(gh_tmgr_t* tm, uint64_t min_waits) {
   CHECK_MSG(w >= min_waits, "%llu waits between the copy streams, %llu expected", (unsigned long long)w,
             (unsigned long long)min_waits);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
+/* A move whose copy fails on the GPU, as the sync that waits for it
+ * reports: gh_tensor_evict and gh_tensor_pin (which wait) return
+ * GH_ERR_CUDA, the tensor stays where it was with its bytes (the failed
+ * copy wrote nothing: the simulation drops it), the manager's accounts
+ * hold, and the next move succeeds. Both directions; ctest runs the suite
+ * with and without the restore stream. */
+static void move_copy_fails(void) {
+  const size_t sz = 4 * MiB;
+  gh_tmgr_t* tm = make_tm(64, 64, 0, 2);
+  if (!tm) return;
+  void* a = NULL;
+  CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, (gh_stream_t)(uintptr_t)0x1000, &a) == GH_OK);
+  pat_fill(a, 0, sz, 81);
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);  /* copies run when waited for, or are dropped */
+  /* The nth sync of the call refused: 1, the drain of the tensor's stream
+   * before anything moves; 2, the wait for the move's own copy, which then
+   * wrote nothing. */
+  for (uint32_t nth = 1; nth <= 2; nth++) {
+    gh_tmgr_stats_t s0, s1;
+    CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+    CHECK(_gh_tmgr_sim_fail_sync(tm, nth) == GH_OK);
+    int rc = gh_tensor_evict(tm, a);
+    CHECK(_gh_tmgr_sim_fail_sync(tm, 0) == GH_OK);
+    CHECK_MSG(rc == GH_ERR_CUDA, "evict, sync %u refused: %d (%s)", nth, rc, gh_last_error_detail());
+    CHECK(tier_of(tm, a) == GH_TIER_DEVICE);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+    CHECK_EQ_U64(s1.evictions, s0.evictions);
+    CHECK_EQ_U64(s1.frames[GH_TIER_HOST], s0.frames[GH_TIER_HOST]);
+    CHECK(pat_check(a, 0, sz, 81 + 2 * nth - 2) == SIZE_MAX);
+    CHECK(gh_tensor_evict(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
+    CHECK(pat_check(a, 0, sz, 81 + 2 * nth - 2) == SIZE_MAX);
+    pat_fill(a, 0, sz, 82 + 2 * nth - 2);  /* written where it lives now: host memory */
+    CHECK(_gh_tmgr_sim_fail_sync(tm, nth) == GH_OK);
+    rc = gh_tensor_pin(tm, a);
+    CHECK(_gh_tmgr_sim_fail_sync(tm, 0) == GH_OK);
+    CHECK_MSG(rc == GH_ERR_CUDA, "pin, sync %u refused: %d (%s)", nth, rc, gh_last_error_detail());
+    CHECK(tier_of(tm, a) == GH_TIER_HOST);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(pat_check(a, 0, sz, 82 + 2 * nth - 2) == SIZE_MAX);
+    CHECK(gh_tensor_pin(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_DEVICE);
+    CHECK(pat_check(a, 0, sz, 82 + 2 * nth - 2) == SIZE_MAX);
+    CHECK(gh_tensor_unpin(tm, a) == GH_OK);
+    pat_fill(a, 0, sz, 83 + 2 * nth - 2);
+  }
+  CHECK(gh_tensor_free(tm, a, NULL) == GH_OK);
   CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
   CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
   model_t m = {0};
@@ -3311,6 +3363,7 @@ int main(int argc, char** argv) {
   prefetch_ahead_no_event();
   evict_ahead();
   restore_stream();
+  move_copy_fails();
   held_copies();
   sim_frames();
   copy_kernel();
