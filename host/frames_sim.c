@@ -135,6 +135,8 @@ struct gh_frames_s {
   uint64_t allocs_mapped[GH_TIER_COUNT], allocs_unmapped[GH_TIER_COUNT]; /* mappings made and undone, by tier */
   uint32_t fail_map;          /* tests: the fail_map-th map from now fails (0: none) */
   uint32_t fail_event;        /* tests: the fail_event-th event record from now fails (0: none) */
+  int fail_events_on;         /* tests: ... and every one after it (_gh_frames_sim_fail_events_from) */
+  int fail_event_hit;         /* tests: fail_event reached */
   uint32_t fail_copy;         /* tests: the fail_copy-th copy from now fails (0: none) */
   uint32_t fail_sync;         /* tests: the fail_sync-th event or stream sync from now fails (0: none) */
   uint64_t events_recorded;   /* event records that succeeded */
@@ -632,8 +634,10 @@ static int gh_sim_stream_wait(gh_frames_t* f, gh_stream_t stream, gh_fevent_t ev
 
 static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* out) {
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim event_record: bad arguments");
-  if (f->fail_event && --f->fail_event == 0)  /* as cudaEventRecord failing: no event */
+  if (f->fail_event && --f->fail_event == 0) {  /* as cudaEventRecord failing: no event */
+    f->fail_event = f->fail_events_on, f->fail_event_hit = 1;
     return _gh_error(GH_ERR_CUDA, "sim event_record: refused on purpose (_gh_frames_sim_fail_event)");
+  }
   gh_sim_event_t* e = calloc(1, sizeof *e);
   if (!e) return _gh_error(GH_ERR_NOMEM, "sim event_record: out of memory");
   const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
@@ -762,15 +766,24 @@ int _gh_frames_sim_mapped(gh_frames_t* f, const void* va) {
   return f->mapped[(size_t)(p - f->base) / f->frame] != 0;
 }
 
+int _gh_frames_sim_fail_armed(gh_frames_t* f) {
+  return f && (f->fail_map || f->fail_copy || (f->fail_event && !f->fail_event_hit) || f->fail_sync);
+}
+
 void _gh_frames_sim_fail_sync(gh_frames_t* f, uint32_t nth) {
   if (f) f->fail_sync = nth;
 }
 
 void _gh_frames_sim_fail_stream(uint32_t nth) { __atomic_store_n(&gh_sim_fail_stream, nth, __ATOMIC_RELAXED); }
 
+void _gh_frames_sim_fail_events_from(gh_frames_t* f, uint32_t nth) {
+  if (!f) return;
+  f->fail_event = nth, f->fail_events_on = nth != 0, f->fail_event_hit = 0;
+}
+
 uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth) {
   if (!f) return 0;
-  f->fail_event = nth;
+  f->fail_event = nth, f->fail_events_on = 0, f->fail_event_hit = 0;
   return f->events_recorded;
 }
 

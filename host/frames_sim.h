@@ -63,12 +63,18 @@ uint64_t _gh_frames_sim_fail_event(gh_frames_t* f, uint32_t nth);
  * GPU: the queued copies it covers are dropped (they write nothing); 0
  * cancels. */
 void _gh_frames_sim_fail_sync(gh_frames_t* f, uint32_t nth);
+/* Tests: 1 while a map, copy, event record or sync failure asked for has
+ * not happened yet. */
+int _gh_frames_sim_fail_armed(gh_frames_t* f);
 /* Tests: the nth stream creation from now (1: the next), on any simulated
  * frames of the process, fails with GH_ERR_CUDA and creates nothing, as a
  * failing cudaStreamCreate would; 0 cancels. Process-wide because a
  * manager creates its streams inside gh_tmgr_create, before a test can
  * reach its frames. */
 void _gh_frames_sim_fail_stream(uint32_t nth);
+/* Tests: as _gh_frames_sim_fail_event, and every event record after the
+ * nth fails too (a GPU whose events stopped working); 0 cancels. */
+void _gh_frames_sim_fail_events_from(gh_frames_t* f, uint32_t nth);
 /* Tests: whether the frame holding va (frame-aligned or not) is mapped. */
 int _gh_frames_sim_mapped(gh_frames_t* f, const void* va);
 int _gh_frames_sim_held(gh_frames_t* f, gh_stream_t stream);

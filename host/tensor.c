@@ -4014,6 +4014,13 @@ int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
 int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_map(tm->fr, nth)); }
 int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_copy(tm->fr, nth)); }
 int _gh_tmgr_sim_fail_sync(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_sync(tm->fr, nth)); }
+int _gh_tmgr_sim_fail_events_from(gh_tmgr_t* tm, uint32_t nth) {
+  GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_events_from(tm->fr, nth));
+}
+int _gh_tmgr_sim_fail_armed(gh_tmgr_t* tm, int* armed) {
+  if (!armed) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_sim_fail_armed: NULL");
+  GH_TM_SIM_CALL(tm, *armed = _gh_frames_sim_fail_armed(tm->fr));
+}
 
 int _gh_tmgr_sim_frames(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
   GH_TM_SIM_CALL(tm, _gh_frames_sim_frames(tm->fr, tier, mapped, unmapped));

@@ -73,6 +73,12 @@ int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth);
  * one reporting a copy that failed on the GPU would (the copies it covers
  * write nothing); 0 cancels. */
 int _gh_tmgr_sim_fail_sync(gh_tmgr_t* tm, uint32_t nth);
+/* Tests only, simulation: the nth event record from now fails, and every
+ * one after it; 0 cancels. */
+int _gh_tmgr_sim_fail_events_from(gh_tmgr_t* tm, uint32_t nth);
+/* Tests only, simulation: *armed = 1 while a failure asked for (map, copy,
+ * event record, sync) has not happened yet. */
+int _gh_tmgr_sim_fail_armed(gh_tmgr_t* tm, int* armed);
 /* Tests only, simulation: *n = copies made by the provider's copy_to_host
  * so far (evictions copied by a kernel: gh_tm_copy_out). */
 int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n);

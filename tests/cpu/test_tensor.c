@@ -476,7 +476,8 @@ static void bad_inputs(void) {
      * event for the frames' close to clean up. */
     o.heap_bytes = 0;
     const char* was = getenv("GPUHEAP_RESTORE_STREAM");
-    const int split = !(was && *was == '0');
+    const char* mover = getenv("GPUHEAP_MOVER");  /* (the mover keeps restores on the copy stream) */
+    const int split = !(was && *was == '0') && !(mover && *mover && *mover != '0');
     const size_t leaked = _gh_frames_sim_leaked_total();
     for (uint32_t nth = 1; nth <= 2; nth++) {
       _gh_frames_sim_fail_stream(nth);
@@ -488,8 +489,8 @@ static void bad_inputs(void) {
         CHECK(strstr(gh_last_error_detail(), "refused on purpose") != NULL);
       } else {
         CHECK(rc == GH_OK && bad != NULL);
-        if (rc == GH_OK) CHECK(gh_tmgr_destroy(bad) == GH_OK);
       }
+      if (rc == GH_OK) CHECK(gh_tmgr_destroy(bad) == GH_OK);
       CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
       CHECK_EQ_U64(_gh_frames_sim_leaked_total(), leaked);
     }
@@ -2461,6 +2462,111 @@ static void move_copy_fails(void) {
   drain_and_destroy(tm, &m);
 }
 
+/* Fault sweep: one scenario of moves (an eviction for room, an evict
+ * hint, ordered restores, a quiet eviction ahead, a pin, a free, maintain)
+ * run again and again with copies deferred until waited for, the nth map,
+ * copy or event record of the provider refused in run n (or every event
+ * record from the nth on: events that stopped working), until a run ends
+ * before the failure was reached. Whatever each call returns, every tensor
+ * mapped at its address holds its bytes once its stream has run, and the
+ * accounts hold; destroy gives every frame back. Only a failure the
+ * manager records as sticky (GH_ERR_CORRUPT from then on: a held copy that
+ * could not be queued) ends the data checks of that run. */
+enum { FS_MAP, FS_COPY, FS_EVENT, FS_EVENTS_FROM, FS_KINDS };
+#define FS_N 5
+#define FS_SZ (4 * MiB)
+static void fs_verify(gh_tmgr_t* tm, void* const* p, const uint64_t* stamp, int skip, int kind, uint32_t nth, int step) {
+  CHECK(_gh_tmgr_sim_run(tm, (gh_stream_t)(uintptr_t)0x1000) == GH_OK);
+  for (int i = 0; i < FS_N; i++) {
+    int mapped = 0;
+    if (!p[i] || i == skip || _gh_tmgr_sim_mapped(tm, p[i], &mapped) != GH_OK || !mapped) continue;
+    CHECK_MSG(pat_check(p[i], 0, FS_SZ, stamp[i]) == SIZE_MAX, "kind %d, failure %u, step %d: tensor %d", kind, nth,
+              step, i);
+  }
+  CHECK_MSG(_gh_tmgr_check(tm) == GH_OK, "kind %d, failure %u, step %d: %s", kind, nth, step, gh_last_error_detail());
+}
+
+/* One run; returns 1 when the failure asked for happened. */
+static int fs_run(int kind, uint32_t nth) {
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+  gh_tmgr_t* tm = make_tm(16, 64, 0, 2);
+  if (!tm) return 0;
+  void* p[FS_N] = {0};
+  uint64_t stamp[FS_N] = {0};
+  for (int i = 0; i < 4; i++) {
+    CHECK(gh_tensor_alloc(tm, FS_SZ, GH_KIND_ACTIVATIONS, s1, &p[i]) == GH_OK);
+    pat_fill(p[i], 0, FS_SZ, stamp[i] = 100 + (uint64_t)i);
+  }
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  CHECK((kind == FS_MAP    ? _gh_tmgr_sim_fail_map(tm, nth)
+         : kind == FS_COPY ? _gh_tmgr_sim_fail_copy(tm, nth)
+         : kind == FS_EVENT ? _gh_tmgr_sim_fail_event(tm, nth, NULL)
+                            : _gh_tmgr_sim_fail_events_from(tm, nth)) == GH_OK);
+  int sticky = 0;
+  for (int step = 0; step < 12 && !sticky; step++) {
+    int rc = GH_OK;
+    switch (step) {
+      case 0: rc = gh_tensor_advise(tm, p[0], GH_ADVICE_COLD); break;
+      case 1:  /* the budget is full: p[0] goes */
+        rc = gh_tensor_alloc(tm, FS_SZ, GH_KIND_ACTIVATIONS, s1, &p[4]);
+        if (rc == GH_OK) {
+          CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);  /* what s1's kernels would wait for */
+          pat_fill(p[4], 0, FS_SZ, stamp[4] = 104);
+        } else {
+          p[4] = NULL;
+        }
+        break;
+      case 2: rc = gh_tensor_evict(tm, p[1]); break;
+      case 3: rc = gh_tensor_prefetch(tm, p[0], s1); break;
+      case 4: rc = gh_tensor_advise(tm, p[2], GH_ADVICE_QUIET); break;
+      case 5: rc = gh_tensor_evict_ahead(tm, p[2]); break;
+      case 6: rc = gh_tensor_prefetch_ahead(tm, p[1], s1); break;
+      case 7: rc = gh_tensor_prefetch(tm, p[1], s1); break;
+      case 8:
+        rc = gh_tensor_pin(tm, p[3]);
+        if (rc == GH_OK) rc = gh_tensor_unpin(tm, p[3]);
+        break;
+      case 9:
+        if (p[4]) rc = gh_tensor_free(tm, p[4], s1);
+        if (rc == GH_OK) p[4] = NULL;
+        break;
+      case 10: rc = gh_tensor_prefetch(tm, p[2], s1); break;
+      default: rc = gh_tmgr_maintain(tm); break;
+    }
+    /* (p[1] between its prefetch ahead and its prefetch: no stream waits
+     * for its copies yet, so nothing may read it) */
+    if (rc == GH_ERR_CORRUPT) sticky = 1;
+    else fs_verify(tm, p, stamp, step == 6 ? 1 : -1, kind, nth, step);
+  }
+  int armed = 1;
+  CHECK(_gh_tmgr_sim_fail_armed(tm, &armed) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_map(tm, 0) == GH_OK && _gh_tmgr_sim_fail_copy(tm, 0) == GH_OK &&
+        _gh_tmgr_sim_fail_event(tm, 0, NULL) == GH_OK);
+  for (int i = 0; i < FS_N; i++)
+    if (p[i]) CHECK(gh_tensor_free(tm, p[i], s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+  if (sticky) {
+    CHECK(gh_tmgr_destroy(tm) == GH_OK);
+    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  } else {
+    model_t m = {0};
+    drain_and_destroy(tm, &m);
+  }
+  return !armed;
+}
+
+static void fault_sweep(void) {
+  static const char* name[FS_KINDS] = {"the nth map", "the nth copy", "the nth event record",
+                                       "every event record from the nth on"};
+  for (int kind = 0; kind < FS_KINDS; kind++) {
+    uint32_t nth = 1;
+    while (nth < 400 && fs_run(kind, nth)) nth++;
+    CHECK_MSG(nth > 3 && nth < 400, "%s: %u runs", name[kind], nth - 1);  /* the scenario reaches several */
+    printf("fault sweep, %s refused: %u runs\n", name[kind], nth - 1);
+  }
+}
+
 static void restore_stream(void) {
   const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000, s2 = (gh_stream_t)(uintptr_t)0x2000;
   void *a = NULL, *b = NULL, *x = NULL;
@@ -3364,6 +3470,7 @@ int main(int argc, char** argv) {
   evict_ahead();
   restore_stream();
   move_copy_fails();
+  fault_sweep();
   held_copies();
   sim_frames();
   copy_kernel();
