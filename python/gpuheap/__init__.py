@@ -528,7 +528,10 @@ class Manager:
 
     def evict(self, ptr):
         """gh_tensor_evict: mark the tensor cold and move its frames to the host
-        now (frames shared with warm tensors stay). Error ERR_PINNED if pinned."""
+        now (frames shared with warm tensors stay; a full host tier moves
+        fewer). Error ERR_PINNED if pinned; ERR_CUDA or ERR_DEVICE_NOMEM when
+        CUDA failed a copy or map, the frames not moved still on the device
+        with their data."""
         _check(self._lib.gh_tensor_evict(self.handle, _ptr(ptr, "gh_tensor_evict")), "gh_tensor_evict")
 
     def evict_ahead(self, ptr):
