@@ -2463,7 +2463,8 @@ static void move_copy_fails(void) {
 }
 
 /* Fault sweep: one scenario of moves (an eviction for room, an evict
- * hint, ordered restores, a quiet eviction ahead, a pin, a free, maintain)
+ * hint, ordered restores, a quiet eviction ahead, a pin, a free, an
+ * eviction right after a restore, a batch prefetch, maintain)
  * run again and again with copies deferred until waited for, the nth map,
  * copy or event record of the provider refused in run n (or every event
  * record from the nth on: events that stopped working), until a run ends
@@ -2507,7 +2508,7 @@ static int fs_run(int kind, uint32_t nth) {
          : kind == FS_EVENT ? _gh_tmgr_sim_fail_event(tm, nth, NULL)
                             : _gh_tmgr_sim_fail_events_from(tm, nth)) == GH_OK);
   int sticky = 0;
-  for (int step = 0; step < 12 && !sticky; step++) {
+  for (int step = 0; step < 14 && !sticky; step++) {
     int rc = GH_OK;
     switch (step) {
       case 0: rc = gh_tensor_advise(tm, p[0], GH_ADVICE_COLD); break;
@@ -2535,6 +2536,12 @@ static int fs_run(int kind, uint32_t nth) {
         if (rc == GH_OK) p[4] = NULL;
         break;
       case 10: rc = gh_tensor_prefetch(tm, p[2], s1); break;
+      case 11: rc = gh_tensor_evict(tm, p[0]); break;  /* after its restore's copy (the other lane) */
+      case 12: {
+        void* const two[2] = {p[0], p[1]};
+        rc = gh_tensor_prefetch_many(tm, two, 2, s1);
+        break;
+      }
       default: rc = gh_tmgr_maintain(tm); break;
     }
     /* (p[1] between its prefetch ahead and its prefetch: no stream waits
