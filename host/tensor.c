@@ -851,6 +851,18 @@ static void gh_tm_latest_wait(gh_tmgr_t* tm, const gh_stream_t* user) {
   }
 }
 
+/* Event e follows every copy queued so far on lane l's stream: with a
+ * restore stream it goes to the lane's ring, else it becomes the latest
+ * ordered batch's event (ordered_ev). Owns e. */
+static void gh_tm_ordered_set(gh_tmgr_t* tm, gh_tm_lane_t* l, gh_fevent_t e) {
+  if (tm->split) {
+    gh_tm_lane_push(tm, l, e);
+    return;
+  }
+  if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
+  tm->ordered_ev = e;
+}
+
 /* Spare *pa goes to `user` (see gh_tm_wait_for): after its copy (an
  * eviction's, on copy_stream). A stream that waits for the copy does so
  * on the GPU: the allocation keeps its event until it backs a tensor
@@ -1814,10 +1826,10 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
     if (tm->split && tm->n_held_units < GH_TM_HELD_MAX)
       tm->held_v0[tm->n_held_units] = u->v0, tm->held_k[tm->n_held_units++] = u->k;
   } else if (!ordered) {
-    rc = st->ev ? GH_PW(tm, GH_TM_W_MOVE, tm->ops->event_sync(tm->fr, st->ev))
-                : GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, gh_tm_lane_to(tm, to)->s));
-    if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
     gh_tm_lane_t* l = gh_tm_lane_to(tm, to);
+    rc = st->ev ? GH_PW(tm, GH_TM_W_MOVE, tm->ops->event_sync(tm->fr, st->ev))
+                : GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, l->s));
+    if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
     if (rc == GH_OK && tm->split && st->stamp > l->done) l->done = st->stamp;  /* and every copy before it */
   } else if (to == GH_TIER_HOST) {
     st->old[0].ev = st->ev;  /* the device allocation: one (a unit's device side, move_start) */
@@ -1913,12 +1925,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
         drain = 1;
     }
     if (drain) gh_tm_mover_drain(tm);
-    if (tm->split) {
-      gh_tm_lane_push(tm, gh_tm_lane_to(tm, to), bev);
-    } else {
-      if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
-      tm->ordered_ev = bev;
-    }
+    gh_tm_ordered_set(tm, gh_tm_lane_to(tm, to), bev);
     tm->ordered_moves++;
     tm->ahead_moved |= ahead;
   }
@@ -2460,12 +2467,7 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
     tm->n_held_units = 0;
   }
   if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &last)) == GH_OK) {
-    if (tm->split) {
-      gh_tm_lane_push(tm, &tm->lane[GH_TM_LANE_EVICT], last);
-    } else {
-      if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
-      tm->ordered_ev = last;
-    }
+    gh_tm_ordered_set(tm, &tm->lane[GH_TM_LANE_EVICT], last);
   } else {
     GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
   }
