@@ -6,9 +6,17 @@ build=$1
 src=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
-cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$work/build" >/dev/null
+# Each step's output is kept and shown only when the step fails.
+quiet() {
+  if ! "$@" >"$work/step.log" 2>&1; then
+    cat "$work/step.log"
+    echo "install test: failed: $*" >&2
+    exit 1
+  fi
+}
+quiet cmake --install "$build" --prefix "$work/prefix"
+quiet cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release
+quiet cmake --build "$work/build"
 "$work/build/consumer_cpu"
 if [ -x "$work/build/consumer_gpu" ]; then
   set +e
