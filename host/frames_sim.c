@@ -589,16 +589,18 @@ static int gh_sim_held(const uint32_t* w, uint32_t value) {
   return w && __atomic_load_n(w, __ATOMIC_ACQUIRE) < value;
 }
 
-static int gh_sim_stream_sync(gh_frames_t* f, gh_stream_t stream) {
+static int gh_sim_stream_sync_or_run(gh_frames_t* f, gh_stream_t stream, int can_fail) {
   if (!f) return _gh_error(GH_ERR_INVAL, "sim stream_sync: NULL");
   const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
   if (st && gh_sim_held(st->word, st->value))
     return _gh_error(GH_ERR_CORRUPT, "sim stream_sync: the stream waits for a word not written yet");
-  if (gh_sim_sync_fails(f, st ? &st->vc : NULL))
+  if (can_fail && gh_sim_sync_fails(f, st ? &st->vc : NULL))
     return _gh_error(GH_ERR_CUDA, "sim stream_sync: a copy failed on purpose (_gh_frames_sim_fail_sync)");
   gh_sim_run_stream(f, stream);
   return GH_OK;
 }
+static int gh_sim_stream_sync(gh_frames_t* f, gh_stream_t stream) { return gh_sim_stream_sync_or_run(f, stream, 1); }
+int _gh_frames_sim_run_stream(gh_frames_t* f, gh_stream_t stream) { return gh_sim_stream_sync_or_run(f, stream, 0); }
 
 static int gh_sim_word_alloc(gh_frames_t* f, uint32_t** out) {
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim word_alloc: bad arguments");

@@ -32,6 +32,11 @@ void _gh_frames_sim_defer(gh_frames_t* f, int on);
  * before never runs early. */
 void _gh_frames_sim_eager(gh_frames_t* f, uint64_t seed);
 uint64_t _gh_frames_sim_eager_runs(gh_frames_t* f);
+/* Tests: run what the work queued on `stream` so far waits for, as the
+ * stream's kernels would (not a sync of the provider's: a failure armed
+ * with _gh_frames_sim_fail_sync is not taken here). GH_ERR_CORRUPT while
+ * the stream waits for a word not written yet. */
+int _gh_frames_sim_run_stream(gh_frames_t* f, gh_stream_t stream);
 /* Deferred copies not run yet, and stream_wait calls so far (either may be NULL). */
 void _gh_frames_sim_counts(gh_frames_t* f, size_t* deferred, uint64_t* stream_waits);
 /* stream_wait_value calls so far; whether `stream` now waits for a word

@@ -475,14 +475,18 @@ static void gh_tm_mover_drain(gh_tmgr_t* tm);
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
 
+static void gh_tm_wait_failed(gh_tmgr_t* tm, int site);
+
 /* GH_P for a call that waits for the GPU (an event or stream sync),
  * counted under `site`, one of GH_TM_W_*, and timed (the wait for pmu
- * included) with GPUHEAP_CALL_TIMES=1; under mu. */
+ * included) with GPUHEAP_CALL_TIMES=1; under mu. A wait that fails is
+ * recorded as the manager's sticky failure (gh_tm_wait_failed). */
 #define GH_PW(tm, site, call)                                               \
   ({                                                                        \
     const uint64_t gh_ww0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;         \
     const int gh_wrc_ = GH_P(tm, call);                                     \
     (tm)->hwait_n[site]++;                                                  \
+    if (gh_wrc_ != GH_OK) gh_tm_wait_failed((tm), (site));                  \
     if (gh_ww0_) (tm)->hwait_ns[site] += gh_tm_now_ns() - gh_ww0_;          \
     gh_wrc_;                                                                \
   })
@@ -971,6 +975,40 @@ static void gh_tm_mover_drain(gh_tmgr_t* tm) {
   pthread_mutex_unlock(&tm->jmu);
 }
 
+/* Record the manager's sticky failure (the first one stays): something
+ * that cannot be undone once counted done (a remap on the mover, a held
+ * copy not queued, a wait for copies that failed). Later allocations,
+ * moves and gh_tmgr_maintain fail with GH_ERR_CORRUPT and this text
+ * (gh_tm_mover_failed); frees and destroy still give everything back. */
+static void gh_tm_sticky(gh_tmgr_t* tm, int rc, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+static void gh_tm_sticky(gh_tmgr_t* tm, int rc, const char* fmt, ...) {
+  pthread_mutex_lock(&tm->jmu);
+  if (!tm->mover_err) {
+    tm->mover_err = rc;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tm->mover_what, sizeof tm->mover_what, fmt, ap);
+    va_end(ap);
+  }
+  pthread_mutex_unlock(&tm->jmu);
+}
+
+/* A wait for the GPU failed (GH_PW). CUDA reports a copy that failed, or
+ * any earlier failure of the context, at the next sync; which of the copies
+ * that wait covered ran is not known, and some of them may be moves
+ * already counted done (an ordered eviction whose device memory went on
+ * to another tensor): their bytes may be lost. So it is sticky. A move
+ * waiting for its own copy also undoes itself (gh_tm_move_finish): that
+ * unit keeps its bytes where they were. */
+static void gh_tm_wait_failed(gh_tmgr_t* tm, int site) {
+  static const char* const why[GH_TM_WAITS] = {"a drain before a move", "a quiet advice's events",
+                                               "a spare's eviction copy", "the latest moves' copies",
+                                               "a move's copies for their users", "a move's own copies",
+                                               "pending frees", "a reclaim", "the close"};
+  gh_tm_sticky(tm, GH_ERR_CUDA, "a wait for the GPU failed (%s); copies queued before it may not have run: %s",
+               why[site], gh_last_error_detail());
+}
+
 static void* gh_tm_mover_main(void* arg) {
   gh_tmgr_t* tm = arg;
   gh_tm_is_mover = 1, gh_tm_in_move = 1; /* its calls count in vmm_move_ns */
@@ -987,12 +1025,10 @@ static void* gh_tm_mover_main(void* arg) {
       rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, j.home, j.k));
       if (rc == GH_OK) rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, j.home, j.pfs, j.n));
     }
+    if (rc != GH_OK)
+      gh_tm_sticky(tm, rc, "the mover could not remap %p (%zu frames): %s", (void*)j.home, j.k,
+                   gh_last_error_detail());
     pthread_mutex_lock(&tm->jmu);
-    if (rc != GH_OK && !tm->mover_err) {
-      tm->mover_err = rc;
-      snprintf(tm->mover_what, sizeof tm->mover_what, "the mover could not remap %p (%zu frames): %s",
-               (void*)j.home, j.k, gh_last_error_detail());
-    }
     if (j.seq) __atomic_store_n(tm->word, (uint32_t)j.seq, __ATOMIC_RELEASE);
     tm->mover_busy = 0;
     pthread_cond_broadcast(&tm->jdone_cv);
@@ -2449,15 +2485,7 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
       GH_P(tm, tm->ops->event_destroy(tm->fr, ev));
     }
   }
-  if (rc != GH_OK) {
-    pthread_mutex_lock(&tm->jmu);
-    if (!tm->mover_err) {
-      tm->mover_err = rc;
-      snprintf(tm->mover_what, sizeof tm->mover_what, "an eviction's copy could not be queued: %s",
-               gh_last_error_detail());
-    }
-    pthread_mutex_unlock(&tm->jmu);
-  }
+  if (rc != GH_OK) gh_tm_sticky(tm, rc, "an eviction's copy could not be queued: %s", gh_last_error_detail());
   gh_fevent_t last = 0;  /* the latest ordered batch's copies: these */
   if (tm->split) {  /* the held units' stamp: these copies */
     const uint64_t stamp = ++tm->lane[GH_TM_LANE_EVICT].issued;
@@ -3532,6 +3560,7 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_evict", &rc);
   if (rc == GH_OK && t->pins) rc = _gh_error(GH_ERR_PINNED, "gh_tensor_evict: %p is pinned", ptr);
+  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_set_cold(tm, t, 1);
   if (rc == GH_OK) {
     /* Its units whose tensors are all cold, in one pipelined batch (best
@@ -3643,6 +3672,7 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_pin", &rc);
   if (rc == GH_OK && t->pins == UINT32_MAX) rc = _gh_error(GH_ERR_INVAL, "gh_tensor_pin: too many pins");
+  if (rc == GH_OK && t->pins == 0) rc = gh_tm_mover_failed(tm);  /* (a tensor pinned already moves nothing) */
   if (rc == GH_OK) {
     if (t->pins == 0) {
       rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
@@ -3897,10 +3927,10 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
   gh_tm_lock(tm);
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 0);
-  int rc = GH_OK;
-  if (tm->heap) rc = gh_tm_heap_maintain(tm);
+  int rc = gh_tm_mover_failed(tm);  /* (frees reclaimed all the same; nothing moved) */
+  if (rc == GH_OK && tm->heap) rc = gh_tm_heap_maintain(tm);
   /* Restore warm host frames while the device stays below the low watermark. */
-  const size_t low = (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
+  const size_t low = rc == GH_ERR_CORRUPT ? 0 : (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
   gh_tm_unit_t* units = NULL;
   size_t n = 0, cap = 0, frames = 0;
   for (size_t v = tm->tensor_vf0; v < tm->n_va && gh_tm_dev_busy(tm) + frames < low;) {
@@ -3994,7 +4024,7 @@ int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream) {
   if (sim != GH_OK) return sim;
   pthread_mutex_lock(&tm->mu);
   gh_tm_mover_drain(tm);  /* "the stream's work has run": the mover's word written too */
-  const int rc = GH_P(tm, tm->ops->stream_sync(tm->fr, stream));
+  const int rc = GH_P(tm, _gh_frames_sim_run_stream(tm->fr, stream));
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
@@ -4200,7 +4230,7 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   gh_tm_lock(tm);
   gh_tm_mover_drain(tm);
-  int rc = gh_tm_mover_failed(tm);
+  int rc = GH_OK;  /* (the accounts first; then a sticky failure, gh_tm_sticky) */
   size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0}, cf = 0, cruns = 0;
   for (size_t v = 0; v < tm->n_va && rc == GH_OK; v++) {
     const gh_vframe_t* f = &tm->vf[v];
@@ -4343,6 +4373,15 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (rc == GH_OK && (nt != tm->n_live || np != tm->n_pending))
     rc = _gh_error(GH_ERR_CORRUPT, "tensor lists: %zu live (%zu counted), %zu pending (%zu)", nt, tm->n_live, np,
                    tm->n_pending);
+  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
+int _gh_tmgr_sticky(gh_tmgr_t* tm) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  gh_tm_lock(tm);
+  const int rc = gh_tm_mover_failed(tm);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }

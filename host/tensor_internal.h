@@ -166,6 +166,10 @@ int _gh_tmgr_lane_waits(gh_tmgr_t* tm, uint64_t* waits, int* split);
  * the host aliases, the cold list); GH_ERR_CORRUPT with the detail recorded
  * when one fails. O(frames + tensors). */
 int _gh_tmgr_check(gh_tmgr_t* tm);
+/* GH_OK, or the manager's sticky failure as GH_ERR_CORRUPT (what later
+ * allocations and moves return; _gh_tmgr_check returns it too, once the
+ * accounts hold). */
+int _gh_tmgr_sticky(gh_tmgr_t* tm);
 
 #ifdef __cplusplus
 }
