@@ -32,7 +32,7 @@ extern "C" {
   X(DOUBLE_FREE, -7, "pointer was already freed")                                \
   X(BUDGET, -8, "the memory budget is exhausted")                                \
   X(UNSUPPORTED, -9, "operation not supported by this build or device")          \
-  X(CORRUPT, -10, "heap metadata failed a consistency check")                   \
+  X(CORRUPT, -10, "metadata failed a consistency check, or moved data was lost") \
   X(BUSY, -11, "not finished yet (the stream has not reached it)")              \
   X(PINNED, -12, "the tensor is pinned")
 
@@ -289,7 +289,12 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
  * GH_ERR_DEVICE_NOMEM, nothing changed. A full tier moves fewer frames (a
  * prefetch: GH_ERR_BUDGET; an evict: GH_OK). A copy, map or sync that CUDA
  * fails stops the move with that error (GH_ERR_CUDA, GH_ERR_DEVICE_NOMEM):
- * the units not moved stay where they were, with their data. */
+ * the units not moved stay where they were, with their data. A wait for the
+ * GPU that fails (CUDA reports a failed copy, or any earlier failure, at
+ * the next sync) is sticky besides: copies queued before it may not have
+ * run, so from then on allocations, prefetches, evictions, a first pin and
+ * gh_tmgr_maintain fail with GH_ERR_CORRUPT saying which wait failed;
+ * frees and gh_tmgr_destroy still give everything back. */
 int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 int gh_tensor_evict(gh_tmgr_t* tm, void* ptr);
 /* gh_tensor_prefetch of n tensors in one batch: one wait for their streams
@@ -403,7 +408,9 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm);
 int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user);
 /* A sync point: reclaim completed frees, restore/evict to the watermarks,
  * grow the device heap past its high watermark, give back its trailing free
- * frames. Every tensor call does the cheap part of this. */
+ * frames. Every tensor call does the cheap part of this. After the
+ * manager's sticky failure (see gh_tensor_evict) it still reclaims frees,
+ * moves nothing and returns GH_ERR_CORRUPT. */
 int gh_tmgr_maintain(gh_tmgr_t* tm);
 /* The manager's device heap (NULL when it has none). */
 gh_heap_t* gh_tmgr_heap(gh_tmgr_t* tm);

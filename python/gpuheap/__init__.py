@@ -51,7 +51,7 @@ ERRNO_MAP = [
     ("DOUBLE_FREE", -7, "pointer was already freed"),
     ("BUDGET", -8, "the memory budget is exhausted"),
     ("UNSUPPORTED", -9, "operation not supported by this build or device"),
-    ("CORRUPT", -10, "heap metadata failed a consistency check"),
+    ("CORRUPT", -10, "metadata failed a consistency check, or moved data was lost"),
     ("BUSY", -11, "not finished yet (the stream has not reached it)"),
     ("PINNED", -12, "the tensor is pinned"),
 ]
