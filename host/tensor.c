@@ -400,8 +400,8 @@ struct gh_tmgr_s {
   int mover_busy;                    /* the mover is remapping (a job taken off the list) */
   int mover_hold;                    /* tests: the mover takes no job (_gh_tmgr_mover_hold) */
   uint32_t* word;
-  int mover_err;                     /* the first failure that cannot be undone (sticky: the mover's, or a
-                                        held copy's, gh_tm_held_flush), and what failed */
+  int mover_err;                     /* the first failure that cannot be undone (sticky, gh_tm_sticky: the
+                                        mover's, a held copy's, a wait for the GPU), and what failed */
   char mover_what[192];
   int move_rc;                       /* the latest gh_tm_move's first failure that was not the budget's (a
                                         copy, map or sync the provider refused: the unit stayed where it
