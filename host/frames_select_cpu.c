@@ -1,6 +1,9 @@
 /* gpuheap: what the CPU library has of the host side: the host-memory
- * simulation of frames, and no device heap. */
+ * simulation of frames, and a tensor manager's heap on the CPU core. */
+#include <stdlib.h>
+
 #include "frames.h"
+#include "gpuheap/cpu.h"
 #include "internal.h"
 
 const gh_frames_ops_t* _gh_frames_select(gh_backend_t backend) {
@@ -15,29 +18,65 @@ const gh_frames_ops_t* _gh_frames_select(gh_backend_t backend) {
   return NULL;
 }
 
-/* The CPU library has no device heap for a tensor manager to own. */
+/* A tensor manager's heap in the CPU library: the CPU core's heap (one
+ * lane per calling thread) whose data is the manager's first frames, which
+ * the simulation maps to host memory. What the device heap does with a
+ * side stream and kernels ("heap.c"), this does with atomics on the page
+ * words; tests reach it through _gh_heap_cpu. */
+struct gh_heap_s {
+  gh_cpu_heap_t* cpu;
+  gh_tmgr_t* tm;
+  uint32_t frame_words; /* page-bitmap words per frame */
+};
+
 int _gh_heap_create_managed(gh_heap_t** out, gh_tmgr_t* tm, uint8_t* base, size_t max_bytes, size_t online_bytes,
                             const gh_heap_options_t* opts) {
-  (void)tm, (void)base, (void)max_bytes, (void)online_bytes, (void)opts;
-  if (out) *out = NULL;
-  return _gh_error(GH_ERR_UNSUPPORTED, "the CPU library has no device heap (heap_bytes must be 0)");
+  if (out == NULL || tm == NULL || base == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_create_managed: NULL argument");
+  *out = NULL;
+  gh_heap_t* heap = (gh_heap_t*)calloc(1, sizeof *heap);
+  if (heap == NULL) return _gh_error(GH_ERR_NOMEM, "_gh_heap_create_managed");
+  const int err = _gh_cpu_heap_create_at(&heap->cpu, max_bytes, opts, base, online_bytes);
+  if (err) {
+    free(heap);
+    return err;
+  }
+  heap->tm = tm;
+  heap->frame_words = (uint32_t)(((size_t)1 << GH_FRAME_SHIFT) >> gh_cpu_heap_core(heap->cpu)->page_shift) / 32u;
+  *out = heap;
+  return GH_OK;
 }
+
 int _gh_heap_destroy_managed(gh_heap_t* heap) {
-  return heap ? _gh_error(GH_ERR_UNSUPPORTED, "no device heap in the CPU library") : GH_OK;
+  if (heap == NULL) return GH_OK;
+  const int err = gh_cpu_heap_destroy(heap->cpu);
+  free(heap);
+  return err;
 }
+
 int _gh_heap_usage(gh_heap_t* heap, size_t* used_bytes, size_t* online_bytes) {
-  (void)heap, (void)used_bytes, (void)online_bytes;
-  return _gh_error(GH_ERR_UNSUPPORTED, "no device heap in the CPU library");
+  if (heap == NULL || used_bytes == NULL || online_bytes == NULL)
+    return _gh_error(GH_ERR_INVAL, "_gh_heap_usage: NULL argument");
+  return _gh_cpu_heap_usage(heap->cpu, used_bytes, online_bytes);
 }
+
 int _gh_heap_online(gh_heap_t* heap, size_t online_bytes) {
-  (void)heap, (void)online_bytes;
-  return _gh_error(GH_ERR_UNSUPPORTED, "no device heap in the CPU library");
+  if (heap == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_online: NULL heap");
+  const gh_dheap_t* h = gh_cpu_heap_core(heap->cpu);
+  if (online_bytes % ((size_t)1 << GH_FRAME_SHIFT) || (online_bytes >> h->page_shift) > h->n_pages)
+    return _gh_error(GH_ERR_INVAL, "_gh_heap_online: %zu bytes of a %u-page heap", online_bytes, h->n_pages);
+  return _gh_cpu_heap_online(heap->cpu, (uint32_t)(online_bytes >> h->page_shift));
 }
+
 int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_bytes) {
-  (void)heap, (void)keep_bytes, (void)online_bytes;
-  return _gh_error(GH_ERR_UNSUPPORTED, "no device heap in the CPU library");
+  if (heap == NULL || online_bytes == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_offline_tail: NULL argument");
+  const gh_dheap_t* h = gh_cpu_heap_core(heap->cpu);
+  const uint32_t frame_pages = heap->frame_words * 32u;
+  uint32_t keep = (uint32_t)((keep_bytes >> h->page_shift) < h->n_pages ? keep_bytes >> h->page_shift : h->n_pages);
+  keep = (keep + frame_pages - 1u) / frame_pages * frame_pages;
+  *online_bytes = (size_t)_gh_cpu_heap_offline_tail(heap->cpu, keep, heap->frame_words) << h->page_shift;
+  return GH_OK;
 }
-gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap) {
-  (void)heap;
-  return NULL;
-}
+
+gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap) { return heap ? heap->tm : NULL; }
+
+gh_cpu_heap_t* _gh_heap_cpu(gh_heap_t* heap) { return heap ? heap->cpu : NULL; }

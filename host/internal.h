@@ -49,8 +49,8 @@ extern const gh_backing_ops_t _gh_backing_cuda;
 /* "heap.c": a device heap whose data region a tensor manager places inside
  * its reserved range and grows or shrinks by frames ("tensor.c" calls
  * these). Pages at and beyond the online bound are offline: their page bits
- * are set and no search can claim them. The CPU library has no device heap:
- * there they return GH_ERR_UNSUPPORTED ("frames_select_cpu.c"). */
+ * are set and no search can claim them. In the CPU library the heap is the
+ * CPU core's, over the manager's simulated frames ("frames_select_cpu.c"). */
 int _gh_heap_create_managed(gh_heap_t** out, gh_tmgr_t* tm, uint8_t* base, size_t max_bytes, size_t online_bytes,
                             const gh_heap_options_t* opts);
 int _gh_heap_destroy_managed(gh_heap_t* heap);
@@ -64,6 +64,18 @@ int _gh_heap_online(gh_heap_t* heap, size_t online_bytes);
  * caller may unmap the frames beyond it. */
 int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_bytes);
 gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
+
+/* "kernel/cpu_heap.c": the CPU core's heap, also as a tensor manager's
+ * heap in the CPU library ("frames_select_cpu.c"): data at `data` (placed
+ * by the manager, whole frames, pages from online_bytes on offline) or
+ * allocated (NULL); the online bound moved as by the device heap's
+ * functions above (offline_tail returns the new bound in pages). */
+typedef struct gh_cpu_heap_s gh_cpu_heap_t;
+int _gh_cpu_heap_create_at(gh_cpu_heap_t** out, size_t bytes, const gh_heap_options_t* opts, uint8_t* data,
+                           size_t online_bytes);
+int _gh_cpu_heap_usage(gh_cpu_heap_t* heap, size_t* used_bytes, size_t* online_bytes);
+int _gh_cpu_heap_online(gh_cpu_heap_t* heap, uint32_t pages);
+uint32_t _gh_cpu_heap_offline_tail(gh_cpu_heap_t* heap, uint32_t keep, uint32_t words_per_frame);
 
 /* "kernel/heap.cu": device-side reductions the host calls. */
 int _gh_device_stats(const gh_dheap_t* d_heap, const gh_dheap_t* view, gh_heap_stats_t* s);

@@ -170,6 +170,9 @@ int _gh_tmgr_check(gh_tmgr_t* tm);
  * allocations and moves return; _gh_tmgr_check returns it too, once the
  * accounts hold). */
 int _gh_tmgr_sticky(gh_tmgr_t* tm);
+/* Tests, CPU library only: the CPU core's heap that is a manager's heap
+ * (gh_tmgr_heap), for gh_cpu_malloc / gh_cpu_free; NULL for NULL. */
+struct gh_cpu_heap_s* _gh_heap_cpu(gh_heap_t* heap);
 
 #ifdef __cplusplus
 }

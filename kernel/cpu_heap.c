@@ -14,6 +14,8 @@ struct gh_cpu_heap_s {
   gh_layout_t layout;
   uint8_t* meta;
   uint8_t* data;
+  int own_data;      /* data allocated here (not placed by a tensor manager) */
+  uint32_t online;   /* pages [online, n_pages) are offline: bits set (managed heaps) */
 };
 
 /* A thread's lane identity: its slot and its random stream. */
@@ -26,12 +28,16 @@ static uint32_t lane_id(void) {
   return gh_cpu_lane_id;
 }
 
+/* All metadata as new; pages from `online` on offline (bits set). */
 static void clear_metadata(gh_cpu_heap_t* heap) {
   memset(heap->meta + heap->layout.pages_off, 0, heap->layout.total - heap->layout.pages_off);
   memset(heap->meta + heap->layout.hints_off, 0xFF, heap->layout.hints_bytes);
+  const uint32_t first = heap->online / 32u;
+  if (first < heap->h->n_words) memset(heap->h->xpages + first, 0xFF, (size_t)(heap->h->n_words - first) * 4u);
 }
 
-int gh_cpu_heap_create(gh_cpu_heap_t** out, size_t bytes, const gh_heap_options_t* opts) {
+int _gh_cpu_heap_create_at(gh_cpu_heap_t** out, size_t bytes, const gh_heap_options_t* opts, uint8_t* data,
+                           size_t online_bytes) {
   if (out == NULL) return _gh_error(GH_ERR_INVAL, "gh_cpu_heap_create: out is NULL");
   *out = NULL;
   gh_heap_options_t o;
@@ -39,16 +45,27 @@ int gh_cpu_heap_create(gh_cpu_heap_t** out, size_t bytes, const gh_heap_options_
   const int err = _gh_options_resolve(opts, bytes, &o, &shift, &pages);
   if (err) return err;
   const uint32_t slots = o.slots ? o.slots : GH_CPU_DEFAULT_SLOTS;
+  uint32_t online = pages;
+  if (data != NULL) {
+    const size_t frame = (size_t)1 << GH_FRAME_SHIFT;
+    if (((uintptr_t)data & (frame - 1u)) != 0u || bytes % frame || online_bytes % frame || online_bytes > bytes ||
+        ((size_t)pages << shift) != bytes)
+      return _gh_error(GH_ERR_INVAL, "managed heap: data %p, %zu bytes, %zu online: not whole frames", (void*)data,
+                       bytes, online_bytes);
+    online = (uint32_t)(online_bytes >> shift);
+  }
 
   gh_cpu_heap_t* heap = (gh_cpu_heap_t*)calloc(1, sizeof *heap);
   if (heap == NULL) return _gh_error(GH_ERR_NOMEM, "gh_cpu_heap_create");
   gh_class_t classes[GH_MAX_CLASSES];
   gh_layout_compute(&heap->layout, pages, shift, gh_classes_init(classes, shift), slots);
   heap->meta = (uint8_t*)aligned_alloc(256, heap->layout.total);
-  heap->data = (uint8_t*)aligned_alloc(o.page_bytes, (size_t)pages << shift);
+  heap->own_data = data == NULL;
+  heap->data = data ? data : (uint8_t*)aligned_alloc(o.page_bytes, (size_t)pages << shift);
+  heap->online = online;
   if (heap->meta == NULL || heap->data == NULL) {
     free(heap->meta);
-    free(heap->data);
+    if (heap->own_data) free(heap->data);
     free(heap);
     return _gh_error(GH_ERR_NOMEM, "gh_cpu_heap_create: %zu bytes", (size_t)pages << shift);
   }
@@ -60,12 +77,60 @@ int gh_cpu_heap_create(gh_cpu_heap_t** out, size_t bytes, const gh_heap_options_
   return GH_OK;
 }
 
+int gh_cpu_heap_create(gh_cpu_heap_t** out, size_t bytes, const gh_heap_options_t* opts) {
+  return _gh_cpu_heap_create_at(out, bytes, opts, NULL, 0);
+}
+
 int gh_cpu_heap_destroy(gh_cpu_heap_t* heap) {
   if (heap == NULL) return GH_OK;
   free(heap->meta);
-  free(heap->data);
+  if (heap->own_data) free(heap->data);
   free(heap);
   return GH_OK;
+}
+
+/* ---- a tensor manager's heap in the CPU library (host/frames_select_cpu.c) ---- */
+
+int _gh_cpu_heap_usage(gh_cpu_heap_t* heap, size_t* used_bytes, size_t* online_bytes) {
+  const gh_dheap_t* h = heap->h;
+  size_t used = 0;
+  for (uint32_t w = 0; w < heap->online / 32u; w++) used += (size_t)__builtin_popcount(gh_atomic_load_relaxed(&h->xpages[w]));
+  *used_bytes = used << h->page_shift;
+  *online_bytes = (size_t)heap->online << h->page_shift;
+  return GH_OK;
+}
+
+int _gh_cpu_heap_online(gh_cpu_heap_t* heap, uint32_t pages) {
+  if (pages > heap->h->n_pages || pages % 32u)
+    return _gh_error(GH_ERR_INVAL, "_gh_heap_online: %u pages of a %u-page heap", pages, heap->h->n_pages);
+  /* No searcher changes an all-ones word (its claims need a zero bit):
+   * clearing the words publishes the pages while other threads allocate. */
+  for (uint32_t w = heap->online / 32u; w < pages / 32u; w++) gh_atomic_store_release(&heap->h->xpages[w], 0u);
+  if (pages > heap->online) heap->online = pages;
+  return GH_OK;
+}
+
+/* As the device's offline_tail_kernel: take whole free frames at the end
+ * offline (their words all ones), last first, down to keep pages at most;
+ * a frame with a page in use (or claimed meanwhile) stops it. */
+uint32_t _gh_cpu_heap_offline_tail(gh_cpu_heap_t* heap, uint32_t keep, uint32_t words_per_frame) {
+  uint32_t* const xpages = heap->h->xpages;
+  uint32_t end = heap->online / 32u;
+  while (end >= keep / 32u + words_per_frame) {
+    const uint32_t first = end - words_per_frame;
+    uint32_t w = first;
+    for (; w < end; w++) {
+      uint32_t expected = 0u;
+      if (!gh_atomic_cas_acq_rel(&xpages[w], &expected, ~0u)) break;
+    }
+    if (w < end) {
+      for (uint32_t u = first; u < w; u++) gh_atomic_store_release(&xpages[u], 0u);
+      break;
+    }
+    end = first;
+  }
+  heap->online = end * 32u;
+  return heap->online;
 }
 
 int gh_cpu_heap_reset(gh_cpu_heap_t* heap) {
@@ -91,6 +156,10 @@ int gh_cpu_heap_stats(gh_cpu_heap_t* heap, gh_heap_stats_t* s) {
   for (int i = 0; i < GH_ERRC_COUNT; i++) errors[i] = gh_atomic_load64_relaxed(&h->xerrors[i]);
   _gh_stats_finish(s, h, bitmap, errors);
   free(bitmap);
+  /* Offline pages (a managed heap's: set bits, FREE state) are neither
+   * free nor in use. */
+  s->pages_total = heap->online;
+  s->heap_bytes = (uint64_t)heap->online << h->page_shift;
   return GH_OK;
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "gpuheap.h"
+#include "gpuheap/cpu.h"
 #include "../../host/frames_sim.h"
 #include "../../host/tensor_internal.h"
 #include "../test_util.h"
@@ -464,8 +465,9 @@ static void bad_inputs(void) {
   CHECK(gh_tmgr_create(&bad, &o) == GH_ERR_UNSUPPORTED && bad == NULL);
   o.backend = GH_BACKEND_SIM;
   o.device_budget = 64 * MiB, o.host_budget = 64 * MiB;
-  o.heap_bytes = 8 * MiB;  /* the CPU library has no device heap */
-  CHECK(gh_tmgr_create(&bad, &o) == GH_ERR_UNSUPPORTED && bad == NULL);
+  o.heap_bytes = 128 * MiB;  /* a heap larger than the device budget */
+  CHECK(gh_tmgr_create(&bad, &o) == GH_ERR_BUDGET && bad == NULL);
+  CHECK(strstr(gh_last_error_detail(), "exceeds the device budget") != NULL);
   CHECK(gh_tmgr_create(NULL, &o) == GH_ERR_INVAL);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
   {
@@ -2506,6 +2508,104 @@ static void move_copy_fails(void) {
   }
 }
 
+/* A manager's heap (the CPU core's, over the manager's first frames)
+ * grows by frames when it fills, evicting tensors for the device budget,
+ * and gives its free trailing frames back; as tests/gpu/test_tmgr_heap.cu
+ * on the GPU. Device budget 64 MiB: an 8 MiB heap (at most 32) and 40 MiB
+ * of tensors. 1 MiB blocks until NULL; maintain grows the heap (first with
+ * the growth's map refused: nothing changes, the error is returned); more
+ * blocks and growths, past the budget's free room (tensors evicted for
+ * it); every block's and tensor's bytes are checked; freed, the blocks'
+ * frames go back at the next maintain. */
+static void managed_heap(void) {
+  gh_tmgr_options_t o;
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_SIM;
+  o.device_budget = 64 * MiB, o.host_budget = 256 * MiB;
+  o.heap_bytes = 8 * MiB, o.heap_max_bytes = 32 * MiB;
+  gh_tmgr_t* tm = NULL;
+  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  if (!tm) return;
+  CHECK(_gh_tmgr_sim_configure(tm, 2, 64 * MiB / GH_SIM_FRAME_BYTES + 4, 256 * MiB / GH_SIM_FRAME_BYTES + 4) == GH_OK);
+  gh_heap_t* heap = gh_tmgr_heap(tm);
+  gh_cpu_heap_t* ch = _gh_heap_cpu(heap);
+  CHECK(heap != NULL && ch != NULL);
+  if (!ch) return;
+  CHECK(gh_heap_maintain(NULL) == GH_ERR_INVAL);
+  gh_heap_stats_t hs;
+  CHECK(gh_cpu_heap_stats(ch, &hs) == GH_OK);
+  CHECK_EQ_U64(hs.heap_bytes, 8 * MiB);
+  CHECK_EQ_U64(hs.pages_free, hs.pages_total);
+  enum { NT = 5, NB = 64 };
+  const size_t tb = 8 * MiB;
+  void* t[NT];
+  for (int i = 0; i < NT; i++) {
+    CHECK(gh_tensor_alloc(tm, tb, GH_KIND_ACTIVATIONS, NULL, &t[i]) == GH_OK);
+    pat_fill(t[i], 0, tb, 200 + (uint64_t)i);
+  }
+  void* b[NB] = {0};
+  size_t nb = 0;
+  for (; nb < NB; nb++) {
+    b[nb] = gh_cpu_malloc(ch, MiB);
+    if (!b[nb]) break;
+    pat_fill(b[nb], 0, MiB, 300 + (uint64_t)nb);
+  }
+  const size_t got0 = nb;
+  CHECK_MSG(got0 >= 6 && got0 <= 8, "%zu blocks of 1 MiB in an 8 MiB heap", got0);
+  /* The heap is full, past its high watermark, and the budget is spent. */
+  gh_tmgr_stats_t s0, s1;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+  CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);  /* the growth's map (its frame is free budget: no eviction) */
+  const int rc = gh_heap_maintain(heap);
+  CHECK(_gh_tmgr_sim_fail_map(tm, 0) == GH_OK);
+  CHECK_MSG(rc == GH_ERR_DEVICE_NOMEM, "maintain with the growth's map refused: %d (%s)", rc, gh_last_error_detail());
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK_EQ_U64(s1.heap_grows, s0.heap_grows);
+  CHECK_EQ_U64(s1.heap_frames[GH_TIER_DEVICE], s0.heap_frames[GH_TIER_DEVICE]);
+  CHECK(gh_cpu_heap_stats(ch, &hs) == GH_OK);
+  CHECK_EQ_U64(hs.heap_bytes, 8 * MiB);
+  CHECK(gh_cpu_malloc(ch, MiB) == NULL);  /* nothing was published */
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_heap_maintain(heap) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK(s1.heap_grows > s0.heap_grows);
+  CHECK(gh_cpu_heap_stats(ch, &hs) == GH_OK);
+  CHECK(hs.heap_bytes > 8 * MiB);
+  for (int round = 0; round < 12 && nb < NB; round++) {
+    for (; nb < NB; nb++) {
+      b[nb] = gh_cpu_malloc(ch, MiB);
+      if (!b[nb]) break;
+      pat_fill(b[nb], 0, MiB, 300 + (uint64_t)nb);
+    }
+    CHECK(gh_heap_maintain(heap) == GH_OK);
+  }
+  CHECK_MSG(nb > got0 && nb < NB, "%zu blocks in all, %zu at first", nb, got0);
+  CHECK(gh_cpu_heap_stats(ch, &hs) == GH_OK);
+  CHECK_EQ_U64(hs.heap_bytes, 32 * MiB);  /* grown to its most, past the budget's free room */
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK(s1.evictions > 0);
+  printf("managed heap: %zu blocks of 1 MiB (%zu at first), heap %zu MiB, maintain with a map refused: %d\n", nb,
+         got0, (size_t)(hs.heap_bytes / MiB), rc);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  for (size_t i = 0; i < nb; i++) CHECK(pat_check(b[i], 0, MiB, 300 + (uint64_t)i) == SIZE_MAX);
+  for (int i = 0; i < NT; i++) {  /* evicted ones read through their host memory */
+    CHECK(_gh_tmgr_sim_run(tm, NULL) == GH_OK);
+    CHECK(pat_check(t[i], 0, tb, 200 + (uint64_t)i) == SIZE_MAX);
+  }
+  /* Freed, the grown frames go back; the heap keeps its initial size. */
+  for (size_t i = 0; i < nb; i++) gh_cpu_free(ch, b[i]);
+  CHECK(gh_heap_maintain(heap) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+  CHECK(s1.heap_shrinks > 0);
+  CHECK(gh_cpu_heap_stats(ch, &hs) == GH_OK);
+  CHECK_EQ_U64(hs.heap_bytes, 8 * MiB);
+  CHECK_EQ_U64(hs.pages_free, hs.pages_total);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  for (int i = 0; i < NT; i++) CHECK(gh_tensor_free(tm, t[i], NULL) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);  /* (the heap's frames with it) */
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+}
+
 /* Fault sweep: one scenario of moves (an eviction for room, an evict
  * hint, ordered restores, a quiet eviction ahead, a pin, a free, an
  * eviction right after a restore, a batch prefetch, maintain)
@@ -3539,6 +3639,7 @@ int main(int argc, char** argv) {
   restore_stream();
   move_copy_fails();
   fault_sweep();
+  managed_heap();
   held_copies();
   sim_frames();
   copy_kernel();
