@@ -403,7 +403,7 @@ struct gh_tmgr_s {
   int mover_err;                     /* the first failure that cannot be undone (sticky, gh_tm_sticky: the
                                         mover's, a held copy's, a wait for the GPU), and what failed */
   char mover_what[192];
-  int move_rc;                       /* the latest gh_tm_move's first failure that was not the budget's (a
+  int move_rc;                       /* this call's moves' first failure that was not the budget's (a
                                         copy, map or sync the provider refused: the unit stayed where it
                                         was), or GH_OK, and what failed */
   char move_what[192];
@@ -1977,7 +1977,6 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
  * something: then tm->move_rc says what, gh_tm_move_rc). Counted in moves /
  * move_ns. */
 static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to) {
-  tm->move_rc = GH_OK;
   if (n == 0) return 0;
   const uint64_t t0 = gh_tm_now_ns();
   tm->moves++;
@@ -1988,8 +1987,10 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
   return done;
 }
 
-/* The latest gh_tm_move's provider failure as the call's error (`what`:
- * the call), or GH_OK. */
+/* The first provider failure of this call's moves (tm->move_rc, reset as
+ * a call takes the manager: gh_tm_lock) as its error (`what`: the call),
+ * or GH_OK. A restore short of room because the eviction that was to make
+ * it failed reports that failure, not the budget. */
 static int gh_tm_move_rc(const gh_tmgr_t* tm, const char* what) {
   if (tm->move_rc == GH_OK) return GH_OK;
   return _gh_error(tm->move_rc, "%s: a unit stayed where it was, its data there: %s", what, tm->move_what);
@@ -2791,6 +2792,7 @@ static void gh_tm_settle(gh_tmgr_t* tm) {
 /* Every public call but gh_tensor_free enters through this. */
 static void gh_tm_lock(gh_tmgr_t* tm) {
   pthread_mutex_lock(&tm->mu);
+  tm->move_rc = GH_OK;  /* (this call's moves' first failure, gh_tm_move_rc) */
   gh_tm_settle(tm);
 }
 

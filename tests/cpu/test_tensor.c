@@ -2506,6 +2506,52 @@ static void move_copy_fails(void) {
     model_t m = {0};
     drain_and_destroy(tm, &m);
   }
+  /* The same quiet tensor evicted for a pin's room, which waits for that
+   * copy itself: the refused wait puts its device memory back at its home
+   * (it was left unmapped), with the bytes, and the pin reports the
+   * failure (not the budget). */
+  int undone = 0;
+  for (uint32_t nth = 1; nth <= 4; nth++) {
+    gh_tmgr_t* tm = make_tm(8, 64, 0, 2);
+    if (!tm) return;
+    void* p[2] = {NULL, NULL};
+    CHECK(gh_tensor_alloc(tm, sz, GH_KIND_ACTIVATIONS, s1, &p[1]) == GH_OK);
+    pat_fill(p[1], 0, sz, 92);
+    CHECK(gh_tensor_evict(tm, p[1]) == GH_OK);
+    CHECK(gh_tensor_alloc(tm, 2 * sz, GH_KIND_ACTIVATIONS, s1, &p[0]) == GH_OK);
+    pat_fill(p[0], 0, 2 * sz, 93);
+    CHECK(gh_tensor_advise(tm, p[0], GH_ADVICE_QUIET) == GH_OK);
+    CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+    CHECK(_gh_tmgr_sim_fail_sync(tm, nth) == GH_OK);
+    const int rc = gh_tensor_pin(tm, p[1]);
+    int armed = 1;
+    CHECK(_gh_tmgr_sim_fail_armed(tm, &armed) == GH_OK);
+    CHECK(_gh_tmgr_sim_fail_sync(tm, 0) == GH_OK);
+    int mapped = 0;
+    CHECK(_gh_tmgr_sim_mapped(tm, p[0], &mapped) == GH_OK);
+    if (!armed && rc == GH_ERR_CUDA && mapped && tier_of(tm, p[0]) == GH_TIER_DEVICE) {
+      undone++;
+      CHECK(pat_check(p[0], 0, 2 * sz, 93) == SIZE_MAX);
+    }
+    if (!armed) {
+      CHECK_MSG(rc == GH_ERR_CUDA, "pin, its room's sync %u refused: %d (%s)", nth, rc, gh_last_error_detail());
+      sticky_teardown(tm, p, 2, "a wait for the GPU failed");
+      continue;
+    }
+    CHECK(rc == GH_OK && gh_tensor_unpin(tm, p[1]) == GH_OK);
+    CHECK(pat_check(p[1], 0, sz, 92) == SIZE_MAX);
+    CHECK(gh_tensor_free(tm, p[1], s1) == GH_OK && gh_tensor_prefetch(tm, p[0], s1) == GH_OK);
+    CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+    CHECK(pat_check(p[0], 0, 2 * sz, 93) == SIZE_MAX);
+    CHECK(gh_tensor_free(tm, p[0], s1) == GH_OK);
+    CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+    CHECK(_gh_tmgr_sim_configure(tm, 0, 0, 0) == GH_OK);
+    model_t m = {0};
+    drain_and_destroy(tm, &m);
+  }
+  /* (1: the wait for its quiet advice's event, before anything moved; 2:
+   * the wait for its own copy, the move undone) */
+  CHECK_MSG(undone == 2, "the quiet tensor left on the device with its bytes: %d times", undone);
 }
 
 /* A manager's heap (the CPU core's, over the manager's first frames)
