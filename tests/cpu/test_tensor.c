@@ -2652,6 +2652,102 @@ static void managed_heap(void) {
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
 }
 
+/* Threads allocate and free blocks of a manager's heap (tagged at both
+ * ends, checked at the free) while the main thread calls gh_heap_maintain
+ * over and over: the heap grows when they fill it and gives frames back
+ * as they free (its online bound moved under them: published words
+ * cleared, free trailing frames taken offline by compare-and-swap), no
+ * block is handed out twice or loses its bytes, and once all are freed no
+ * byte is in use. Run under ThreadSanitizer too. */
+typedef struct heap_worker_s {
+  gh_cpu_heap_t* ch;
+  uint64_t seed;
+  size_t ops, nulls;
+  int failures;
+} heap_worker_t;
+static int heap_workers_done;
+
+static void* heap_worker_main(void* arg) {
+  heap_worker_t* w = arg;
+  enum { LIVE = 48 };
+  uint64_t* p[LIVE] = {0};
+  size_t words[LIVE] = {0};
+  uint64_t st = w->seed;
+  for (size_t op = 0; op < w->ops; op++) {
+    st = mix64(st + op);
+    const size_t i = (size_t)(st % LIVE);
+    if (p[i]) {
+      if (p[i][0] != (w->seed ^ (uintptr_t)p[i]) || p[i][words[i] - 1] != ~(w->seed ^ (uintptr_t)p[i])) w->failures++;
+      gh_cpu_free(w->ch, p[i]);
+      p[i] = NULL;
+      continue;
+    }
+    const size_t bytes = (size_t)256 << ((st >> 20) % 12);  /* 256 B .. 512 KiB */
+    p[i] = gh_cpu_malloc(w->ch, bytes);
+    if (!p[i]) {
+      w->nulls++;
+      continue;
+    }
+    words[i] = bytes / 8;
+    p[i][0] = w->seed ^ (uintptr_t)p[i];
+    p[i][words[i] - 1] = ~(w->seed ^ (uintptr_t)p[i]);
+  }
+  for (size_t i = 0; i < LIVE; i++)
+    if (p[i]) {
+      if (p[i][0] != (w->seed ^ (uintptr_t)p[i]) || p[i][words[i] - 1] != ~(w->seed ^ (uintptr_t)p[i])) w->failures++;
+      gh_cpu_free(w->ch, p[i]);
+    }
+  __atomic_add_fetch(&heap_workers_done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static void heap_threads(size_t ops) {
+  gh_tmgr_options_t o;
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_SIM;
+  o.device_budget = 64 * MiB, o.host_budget = 64 * MiB;
+  o.heap_bytes = 4 * MiB, o.heap_max_bytes = 32 * MiB;
+  gh_tmgr_t* tm = NULL;
+  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  if (!tm) return;
+  gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
+  enum { N = 4 };
+  heap_worker_t w[N];
+  pthread_t th[N];
+  heap_workers_done = 0;
+  for (int i = 0; i < N; i++) {
+    w[i] = (heap_worker_t){.ch = ch, .seed = 77 + (uint64_t)i, .ops = ops};
+    CHECK(pthread_create(&th[i], NULL, heap_worker_main, &w[i]) == 0);
+  }
+  size_t maintains = 0;
+  while (__atomic_load_n(&heap_workers_done, __ATOMIC_ACQUIRE) < N) {
+    CHECK(gh_heap_maintain(gh_tmgr_heap(tm)) == GH_OK);
+    maintains++;
+  }
+  size_t nulls = 0;
+  for (int i = 0; i < N; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_MSG(w[i].failures == 0, "heap worker %d: %d blocks with other bytes", i, w[i].failures);
+    nulls += w[i].nulls;
+  }
+  CHECK(gh_heap_maintain(gh_tmgr_heap(tm)) == GH_OK);  /* all free: back to the initial size */
+  gh_tmgr_stats_t s;
+  gh_heap_stats_t hs;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK && gh_cpu_heap_stats(ch, &hs) == GH_OK);
+  printf("heap threads: %zu maintains, %llu frames grown, %llu given back, %zu NULLs; heap %zu MiB\n", maintains,
+         (unsigned long long)s.heap_grows, (unsigned long long)s.heap_shrinks, nulls, (size_t)(hs.heap_bytes / MiB));
+  CHECK(s.heap_grows > 0 && s.heap_shrinks <= s.heap_grows);
+  CHECK(hs.heap_bytes >= 4 * MiB && hs.heap_bytes <= 32 * MiB);
+  /* Every block freed: what is not free is the pages the lanes' hint slots
+   * keep for their classes (empty, reused by the next allocation of the
+   * class), which keep their frames online. */
+  CHECK_EQ_U64(hs.bytes_in_use, 0);
+  CHECK_EQ_U64(hs.pages_free + hs.pages_pinned, hs.pages_total);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+}
+
 /* Fault sweep: one scenario of moves (an eviction for room, an evict
  * hint, ordered restores, a quiet eviction ahead, a pin, a free, an
  * eviction right after a restore, a batch prefetch, maintain)
@@ -3686,6 +3782,7 @@ int main(int argc, char** argv) {
   move_copy_fails();
   fault_sweep();
   managed_heap();
+  heap_threads(100000);
   held_copies();
   sim_frames();
   copy_kernel();
