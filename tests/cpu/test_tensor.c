@@ -2563,16 +2563,25 @@ static void move_copy_fails(void) {
  * blocks and growths, past the budget's free room (tensors evicted for
  * it); every block's and tensor's bytes are checked; freed, the blocks'
  * frames go back at the next maintain. */
-static void managed_heap(void) {
+/* A manager on the simulation with a heap of heap_mib (at most 32 MiB),
+ * device budget 64 MiB (the simulated tier a little larger). */
+static gh_tmgr_t* make_heap_tm(size_t heap_mib, size_t host_mib) {
   gh_tmgr_options_t o;
   gh_tmgr_options_init(&o);
   o.backend = GH_BACKEND_SIM;
-  o.device_budget = 64 * MiB, o.host_budget = 256 * MiB;
-  o.heap_bytes = 8 * MiB, o.heap_max_bytes = 32 * MiB;
+  o.device_budget = 64 * MiB, o.host_budget = host_mib * MiB;
+  o.heap_bytes = heap_mib * MiB, o.heap_max_bytes = 32 * MiB;
   gh_tmgr_t* tm = NULL;
   CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  if (tm)
+    CHECK(_gh_tmgr_sim_configure(tm, 2, 64 * MiB / GH_SIM_FRAME_BYTES + 4, host_mib * MiB / GH_SIM_FRAME_BYTES + 4) ==
+          GH_OK);
+  return tm;
+}
+
+static void managed_heap(void) {
+  gh_tmgr_t* tm = make_heap_tm(8, 256);
   if (!tm) return;
-  CHECK(_gh_tmgr_sim_configure(tm, 2, 64 * MiB / GH_SIM_FRAME_BYTES + 4, 256 * MiB / GH_SIM_FRAME_BYTES + 4) == GH_OK);
   gh_heap_t* heap = gh_tmgr_heap(tm);
   gh_cpu_heap_t* ch = _gh_heap_cpu(heap);
   CHECK(heap != NULL && ch != NULL);
@@ -2702,13 +2711,7 @@ static void* heap_worker_main(void* arg) {
 }
 
 static void heap_threads(size_t ops) {
-  gh_tmgr_options_t o;
-  gh_tmgr_options_init(&o);
-  o.backend = GH_BACKEND_SIM;
-  o.device_budget = 64 * MiB, o.host_budget = 64 * MiB;
-  o.heap_bytes = 4 * MiB, o.heap_max_bytes = 32 * MiB;
-  gh_tmgr_t* tm = NULL;
-  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  gh_tmgr_t* tm = make_heap_tm(4, 64);
   if (!tm) return;
   gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
   enum { N = 4 };
