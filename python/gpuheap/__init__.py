@@ -531,7 +531,9 @@ class Manager:
         now (frames shared with warm tensors stay; a full host tier moves
         fewer). Error ERR_PINNED if pinned; ERR_CUDA or ERR_DEVICE_NOMEM when
         CUDA failed a copy or map, the frames not moved still on the device
-        with their data."""
+        with their data. After a wait for the GPU failed (copies it covered
+        may not have run) the manager's moves, allocations and maintain
+        raise ERR_CORRUPT, saying which wait; frees still work."""
         _check(self._lib.gh_tensor_evict(self.handle, _ptr(ptr, "gh_tensor_evict")), "gh_tensor_evict")
 
     def evict_ahead(self, ptr):
