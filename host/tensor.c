@@ -3929,10 +3929,11 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
   gh_tm_lock(tm);
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 0);
-  int rc = gh_tm_mover_failed(tm);  /* (frees reclaimed all the same; nothing moved) */
+  const int sticky = gh_tm_mover_failed(tm);  /* (frees reclaimed all the same; nothing moves) */
+  int rc = sticky;
   if (rc == GH_OK && tm->heap) rc = gh_tm_heap_maintain(tm);
   /* Restore warm host frames while the device stays below the low watermark. */
-  const size_t low = rc == GH_ERR_CORRUPT ? 0 : (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
+  const size_t low = sticky ? 0 : (size_t)(tm->opt.low_watermark * (double)tm->dev_budget_f);
   gh_tm_unit_t* units = NULL;
   size_t n = 0, cap = 0, frames = 0;
   for (size_t v = tm->tensor_vf0; v < tm->n_va && gh_tm_dev_busy(tm) + frames < low;) {
