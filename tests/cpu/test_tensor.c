@@ -2564,13 +2564,14 @@ static void move_copy_fails(void) {
  * it); every block's and tensor's bytes are checked; freed, the blocks'
  * frames go back at the next maintain. */
 /* A manager on the simulation with a heap of heap_mib (at most 32 MiB),
- * device budget 64 MiB (the simulated tier a little larger). */
+ * device budget 64 MiB (the simulated tier a little larger), no host pool. */
 static gh_tmgr_t* make_heap_tm(size_t heap_mib, size_t host_mib) {
   gh_tmgr_options_t o;
   gh_tmgr_options_init(&o);
   o.backend = GH_BACKEND_SIM;
   o.device_budget = 64 * MiB, o.host_budget = host_mib * MiB;
   o.heap_bytes = heap_mib * MiB, o.heap_max_bytes = 32 * MiB;
+  o.host_pool_frames = 0;  /* no pool thread: its maps would take a map refused on purpose */
   gh_tmgr_t* tm = NULL;
   CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
   if (tm)
@@ -2665,7 +2666,8 @@ static void managed_heap(void) {
  * ends, checked at the free) while the main thread calls gh_heap_maintain
  * over and over: the heap grows when they fill it and gives frames back
  * as they free (its online bound moved under them: published words
- * cleared, free trailing frames taken offline by compare-and-swap), no
+ * cleared, free trailing frames taken offline by compare-and-swap; the
+ * main thread's ballast makes the first maintain grow it), no
  * block is handed out twice or loses its bytes, and once all are freed no
  * byte is in use. Run under ThreadSanitizer too. */
 typedef struct heap_worker_s {
@@ -2714,6 +2716,12 @@ static void heap_threads(size_t ops) {
   gh_tmgr_t* tm = make_heap_tm(4, 64);
   if (!tm) return;
   gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
+  /* Ballast: the heap filled first, so that the first maintain grows it
+   * whatever the workers do; given back after 64 maintains. */
+  void* ballast[8] = {0};
+  size_t nballast = 0;
+  while (nballast < 8 && (ballast[nballast] = gh_cpu_malloc(ch, MiB)) != NULL) nballast++;
+  CHECK(nballast >= 3);
   enum { N = 4 };
   heap_worker_t w[N];
   pthread_t th[N];
@@ -2725,15 +2733,17 @@ static void heap_threads(size_t ops) {
   size_t maintains = 0;
   while (__atomic_load_n(&heap_workers_done, __ATOMIC_ACQUIRE) < N) {
     CHECK(gh_heap_maintain(gh_tmgr_heap(tm)) == GH_OK);
-    maintains++;
+    if (++maintains == 64)
+      while (nballast) gh_cpu_free(ch, ballast[--nballast]);
   }
+  while (nballast) gh_cpu_free(ch, ballast[--nballast]);
   size_t nulls = 0;
   for (int i = 0; i < N; i++) {
     pthread_join(th[i], NULL);
     CHECK_MSG(w[i].failures == 0, "heap worker %d: %d blocks with other bytes", i, w[i].failures);
     nulls += w[i].nulls;
   }
-  CHECK(gh_heap_maintain(gh_tmgr_heap(tm)) == GH_OK);  /* all free: back to the initial size */
+  CHECK(gh_heap_maintain(gh_tmgr_heap(tm)) == GH_OK);  /* all free: frames given back but the hint slots' */
   gh_tmgr_stats_t s;
   gh_heap_stats_t hs;
   CHECK(gh_tmgr_stats(tm, &s) == GH_OK && gh_cpu_heap_stats(ch, &hs) == GH_OK);
