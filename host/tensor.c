@@ -3952,10 +3952,8 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
     }
     units[n++] = u, frames += u.k;
   }
-  if (n) {
-    gh_tm_move(tm, units, n, GH_TIER_DEVICE);  /* one pipelined batch */
-    if (rc == GH_OK) rc = gh_tm_move_rc(tm, "gh_tmgr_maintain");
-  }
+  if (n) gh_tm_move(tm, units, n, GH_TIER_DEVICE);  /* one pipelined batch */
+  if (rc == GH_OK) rc = gh_tm_move_rc(tm, "gh_tmgr_maintain");  /* (the heap's evictions' too) */
   free(units);
   if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
   gh_tm_trace(tm, "m %d\n", rc);
@@ -4381,10 +4379,4 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   return rc;
 }
 
-int _gh_tmgr_sticky(gh_tmgr_t* tm) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  gh_tm_lock(tm);
-  const int rc = gh_tm_mover_failed(tm);
-  pthread_mutex_unlock(&tm->mu);
-  return rc;
-}
+int _gh_tmgr_sticky(gh_tmgr_t* tm) { return tm ? gh_tm_mover_failed(tm) : _gh_error(GH_ERR_INVAL, "NULL manager"); }

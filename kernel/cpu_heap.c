@@ -110,26 +110,10 @@ int _gh_cpu_heap_online(gh_cpu_heap_t* heap, uint32_t pages) {
   return GH_OK;
 }
 
-/* As the device's offline_tail_kernel: take whole free frames at the end
- * offline (their words all ones), last first, down to keep pages at most;
- * a frame with a page in use (or claimed meanwhile) stops it. */
+/* Take free trailing frames offline (gh_offline_tail, as the device
+ * heap's kernel does), down to `keep` pages at most: the new bound. */
 uint32_t _gh_cpu_heap_offline_tail(gh_cpu_heap_t* heap, uint32_t keep, uint32_t words_per_frame) {
-  uint32_t* const xpages = heap->h->xpages;
-  uint32_t end = heap->online / 32u;
-  while (end >= keep / 32u + words_per_frame) {
-    const uint32_t first = end - words_per_frame;
-    uint32_t w = first;
-    for (; w < end; w++) {
-      uint32_t expected = 0u;
-      if (!gh_atomic_cas_acq_rel(&xpages[w], &expected, ~0u)) break;
-    }
-    if (w < end) {
-      for (uint32_t u = first; u < w; u++) gh_atomic_store_release(&xpages[u], 0u);
-      break;
-    }
-    end = first;
-  }
-  heap->online = end * 32u;
+  heap->online = gh_offline_tail(heap->h, keep / 32u, heap->online / 32u, words_per_frame) * 32u;
   return heap->online;
 }
 

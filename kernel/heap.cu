@@ -4,6 +4,7 @@
 
 #include "../host/internal.h"
 #include "gpuheap/atomic.h"
+#include "gpuheap/run.h"
 
 namespace {
 
@@ -75,28 +76,10 @@ extern "C" int _gh_device_stats(const gh_dheap_t* d_heap, const gh_dheap_t* view
 
 namespace {
 
-/* Take whole frames at the end of [from_word, to_word) offline, last first,
- * while every page of a frame is free: one CAS per bitmap word from 0 (all
- * free) to all ones (held by the host). A frame with a page in use (or a
- * word lost to a racing claim) stops the walk; its words already taken are
- * given back. One thread: this runs at sync points, over few words. */
+/* gh_offline_tail on one thread (it runs at sync points, over few words). */
 __global__ void offline_tail_kernel(const gh_dheap_t* __restrict__ h, uint32_t from_word, uint32_t to_word,
                                     uint32_t words_per_frame, uint32_t* out_to_word) {
-  uint32_t end = to_word;
-  while (end >= from_word + words_per_frame) {
-    const uint32_t first = end - words_per_frame;
-    uint32_t w = first;
-    for (; w < end; w++) {
-      uint32_t expected = 0u;
-      if (!gh_atomic_cas_acq_rel(&h->xpages[w], &expected, ~0u)) break;
-    }
-    if (w < end) {
-      for (uint32_t u = first; u < w; u++) gh_atomic_store_release(&h->xpages[u], 0u);
-      break;
-    }
-    end = first;
-  }
-  *out_to_word = end;
+  *out_to_word = gh_offline_tail(h, from_word, to_word, words_per_frame);
 }
 
 }  // namespace

@@ -255,4 +255,31 @@ GH_FN_SLOW bool gh_run_free(const gh_dheap_t* h, uint32_t s, uint32_t head) {
   return true;
 }
 
+/* A managed heap's tail taken offline: whole frames at the end of page
+ * bitmap words [from_word, to_word), last first, while every page of a
+ * frame is free, by one CAS per word from 0 (all free) to all ones (held
+ * by the host, which a claim never changes). A frame with a page in use,
+ * or a word lost to a racing claim, stops the walk; its words already
+ * taken are given back. Returns the first offline word. One thread, at a
+ * sync point: the device heap's offline_tail_kernel, the CPU library's
+ * managed heap (kernel/cpu_heap.c). */
+GH_FN_SLOW uint32_t gh_offline_tail(const gh_dheap_t* h, uint32_t from_word, uint32_t to_word,
+                                    uint32_t words_per_frame) {
+  uint32_t end = to_word;
+  while (end >= from_word + words_per_frame) {
+    const uint32_t first = end - words_per_frame;
+    uint32_t w = first;
+    for (; w < end; w++) {
+      uint32_t expected = 0u;
+      if (!gh_atomic_cas_acq_rel(&h->xpages[w], &expected, ~0u)) break;
+    }
+    if (w < end) {
+      for (uint32_t u = first; u < w; u++) gh_atomic_store_release(&h->xpages[u], 0u);
+      break;
+    }
+    end = first;
+  }
+  return end;
+}
+
 #endif /* GPUHEAP_RUN_H */
