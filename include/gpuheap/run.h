@@ -132,11 +132,12 @@ GH_FN uint32_t gh_frame_scan(const gh_dheap_t* h, uint32_t n, uint32_t* probes) 
   return GH_NO_PAGE;
 }
 
-/* Empty chunk pages held only by a hint slot: take each out of its slot and
- * drop its pin, which closes it. Returns how many were freed. Model `steal`. */
-GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) {
+/* Empty chunk pages in [p0, p1) held only by a hint slot: take each out of
+ * its slot and drop its pin, which closes it. Returns how many were freed.
+ * Model `steal`. */
+GH_FN_SLOW uint32_t gh_steal_pinned_in(const gh_dheap_t* h, uint32_t p0, uint32_t p1) {
   uint32_t freed = 0;
-  for (uint32_t p = 0; p < h->n_pages; p++) {
+  for (uint32_t p = p0; p < p1; p++) {
     const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
     if ((c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) != (GH_COUNT_OPEN | GH_COUNT_PINNED)) continue;
     const uint32_t st = gh_atomic_load_relaxed(&h->xstate[p]);
@@ -153,6 +154,9 @@ GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) {
   }
   return freed;
 }
+
+/* The same over the whole heap: an allocation that found no room. */
+GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) { return gh_steal_pinned_in(h, 0u, h->n_pages); }
 
 /* Claim a free page of word w, whose value was read as v: the first free
  * one from bit r on (r spreads threads that race for one word): model
@@ -258,7 +262,10 @@ GH_FN_SLOW bool gh_run_free(const gh_dheap_t* h, uint32_t s, uint32_t head) {
 /* A managed heap's tail taken offline: whole frames at the end of page
  * bitmap words [from_word, to_word), last first, while every page of a
  * frame is free, by one CAS per word from 0 (all free) to all ones (held
- * by the host, which a claim never changes). A frame with a page in use,
+ * by the host, which a claim never changes). A frame whose only pages in
+ * use are empty pages held by hint slots has those taken back
+ * (gh_steal_pinned_in over that frame) and is tried once more; the slots
+ * refill elsewhere at their next allocation. A frame with a page in use,
  * or a word lost to a racing claim, stops the walk; its words already
  * taken are given back. Returns the first offline word. One thread, at a
  * sync point: the device heap's offline_tail_kernel, the CPU library's
@@ -266,6 +273,7 @@ GH_FN_SLOW bool gh_run_free(const gh_dheap_t* h, uint32_t s, uint32_t head) {
 GH_FN_SLOW uint32_t gh_offline_tail(const gh_dheap_t* h, uint32_t from_word, uint32_t to_word,
                                     uint32_t words_per_frame) {
   uint32_t end = to_word;
+  bool retried = false;
   while (end >= from_word + words_per_frame) {
     const uint32_t first = end - words_per_frame;
     uint32_t w = first;
@@ -275,9 +283,15 @@ GH_FN_SLOW uint32_t gh_offline_tail(const gh_dheap_t* h, uint32_t from_word, uin
     }
     if (w < end) {
       for (uint32_t u = first; u < w; u++) gh_atomic_store_release(&h->xpages[u], 0u);
+      /* Once a frame: a slot that refills in it again stops the walk. */
+      if (!retried && gh_steal_pinned_in(h, first << 5, end << 5) != 0u) {
+        retried = true;
+        continue;
+      }
       break;
     }
     end = first;
+    retried = false;
   }
   return end;
 }
