@@ -6,7 +6,8 @@
  * tensors fill it. Kernels allocate 1 MiB blocks until NULL; gh_heap_maintain
  * grows the heap, which needs tensors evicted; the next kernel gets more
  * blocks. Every block and every tensor byte is checked; once the blocks are
- * freed, maintain gives the grown frames back. */
+ * freed, maintain gives the grown frames back, also when small blocks left
+ * empty pages that hint slots hold in them. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -48,6 +49,25 @@ __global__ void stamp(uint32_t* p, size_t words, uint32_t seed) {
 __global__ void verify(const uint32_t* p, size_t words, uint32_t seed, unsigned int* bad) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
     if (p[i] != seed * 2654435761u + (uint32_t)i) atomicAdd(bad, 1u);
+}
+
+/* A 256-byte block a thread; *in_grown counts those at or past `grown_from`
+ * bytes into the heap. */
+__global__ void alloc_small(const gh_dheap_t* h, void** out, size_t grown_from, unsigned int* in_grown) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t* p = (uint32_t*)gh_heap_malloc(h, 256);
+  out[t] = p;
+  if (p) {
+    p[0] = t;
+    if ((uint8_t*)p >= h->base + grown_from) atomicAdd(in_grown, 1u);
+  }
+}
+
+__global__ void free_small(const gh_dheap_t* h, void* const* out, unsigned int* bad) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t* p = (uint32_t*)out[t];
+  if (p && p[0] != t) atomicAdd(bad, 1u);
+  gh_heap_free(h, p);
 }
 
 static unsigned int launch_alloc(const gh_dheap_t* h, void** blocks, uint32_t base, unsigned int* d_count) {
@@ -153,6 +173,41 @@ int main(void) {
   CHECK_EQ_U64(hs.heap_bytes, 32 * MiB);
   CHECK(ts.heap_shrinks > 0);
   CHECK_EQ_U64(hs.pages_free, hs.pages_total);
+
+  /* Small blocks: the heap filled with runs and grown again, then 256-byte
+   * blocks from many warps, some on pages of the grown frames. Once all is
+   * freed, the pages the lanes' hint slots still hold there (empty) are
+   * taken from the slots by the next maintain, which gives the grown frames
+   * back. */
+  enum { kSmall = 16384 };
+  void** small = NULL;
+  CUDA_OK(cudaMalloc((void**)&small, kSmall * sizeof(void*)));
+  const unsigned int runs = launch_alloc(dh, blocks, 0, d_count);
+  GH_OK_OR_DIE(gh_heap_maintain(heap));
+  GH_OK_OR_DIE(gh_heap_stats(heap, &hs));
+  CHECK(hs.heap_bytes > 32 * MiB);
+  CUDA_OK(cudaMemset(d_count, 0, sizeof *d_count));
+  alloc_small<<<kSmall / 256, 256>>>(dh, small, 32 * MiB, d_count);
+  KERNEL_OK();
+  unsigned int in_grown = 0;
+  CUDA_OK(cudaMemcpy(&in_grown, d_count, sizeof in_grown, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemset(d_count, 0, sizeof *d_count));
+  free_small<<<kSmall / 256, 256>>>(dh, small, d_count);
+  KERNEL_OK();
+  free_blocks<<<kThreads / 64, 64>>>(dh, blocks);
+  KERNEL_OK();
+  CUDA_OK(cudaMemcpy(&bad, d_count, sizeof bad, cudaMemcpyDeviceToHost));
+  CHECK_EQ_U64(bad, 0);
+  GH_OK_OR_DIE(gh_heap_stats(heap, &hs));
+  const uint32_t pinned = hs.pages_pinned;
+  GH_OK_OR_DIE(gh_heap_maintain(heap));
+  GH_OK_OR_DIE(gh_heap_stats(heap, &hs));
+  printf("small blocks: %u runs, %u of %u small blocks in grown frames; all freed: %u hint pages, then heap %zu MiB, "
+         "%u hint pages\n", runs, in_grown, (unsigned)kSmall, pinned, (size_t)(hs.heap_bytes / MiB), hs.pages_pinned);
+  CHECK(in_grown > 0);
+  CHECK_EQ_U64(hs.heap_bytes, 32 * MiB);
+  CHECK_EQ_U64(hs.bytes_in_use, 0);
+  CUDA_OK(cudaFree(small));
 
   for (int i = 0; i < kTensors; i++) GH_OK_OR_DIE(gh_tensor_free(tm, tensors[i], NULL));
   CUDA_OK(cudaFree(blocks));
