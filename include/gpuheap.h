@@ -408,7 +408,9 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm);
 int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user);
 /* A sync point: reclaim completed frees, restore/evict to the watermarks,
  * grow the device heap past its high watermark, give back its trailing free
- * frames. Every tensor call does the cheap part of this. After the
+ * frames (a frame whose only claimed pages are empty pages that hint slots
+ * keep for their size classes counts as free: those pages are taken from
+ * the slots). Every tensor call does the cheap part of this. After the
  * manager's sticky failure (see gh_tensor_evict) it still reclaims frees,
  * moves nothing and returns GH_ERR_CORRUPT. */
 int gh_tmgr_maintain(gh_tmgr_t* tm);
