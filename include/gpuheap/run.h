@@ -134,7 +134,7 @@ GH_FN uint32_t gh_frame_scan(const gh_dheap_t* h, uint32_t n, uint32_t* probes) 
 
 /* Empty chunk pages in [p0, p1) held only by a hint slot: take each out of
  * its slot and drop its pin, which closes it. Returns how many were freed.
- * Model `steal`. */
+ * Model `steal_in` (`steal` over every page). */
 GH_FN_SLOW uint32_t gh_steal_pinned_in(const gh_dheap_t* h, uint32_t p0, uint32_t p1) {
   uint32_t freed = 0;
   for (uint32_t p = p0; p < p1; p++) {
@@ -269,7 +269,8 @@ GH_FN_SLOW bool gh_run_free(const gh_dheap_t* h, uint32_t s, uint32_t head) {
  * or a word lost to a racing claim, stops the walk; its words already
  * taken are given back. Returns the first offline word. One thread, at a
  * sync point: the device heap's offline_tail_kernel, the CPU library's
- * managed heap (kernel/cpu_heap.c). */
+ * managed heap (kernel/cpu_heap.c); threads may allocate and free all the
+ * while. Model `offliner`. */
 GH_FN_SLOW uint32_t gh_offline_tail(const gh_dheap_t* h, uint32_t from_word, uint32_t to_word,
                                     uint32_t words_per_frame) {
   uint32_t end = to_word;

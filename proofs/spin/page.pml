@@ -51,6 +51,11 @@
  *                code: GH_REFILL_WAIT)
  *   SWEEP_TRIES  reservations the sweep tries on a page that reads as having
  *                room (the code: 4)
+ *   OFFLINE   words of the tail that an offliner process takes offline
+ *             while the threads run (gh_offline_tail, run.h: a managed
+ *             heap's shrink at maintain, one frame a word here), stealing
+ *             hint pages of a frame that stays claimed, then brings back
+ *             online (a growth); 0 (the default): no offliner
  *
  * Variants and mutations (see README.md):
  *   SLOT_MONITOR                 also check the hint slots' invariant in
@@ -62,6 +67,8 @@
  *   MUTATION_STEAL_ANY_KIND      steal takes the slot from whatever xstate
  *                                holds, CHUNK or not (the code before the
  *                                fix in README.md, "Findings")
+ *   MUTATION_NONATOMIC_OFFLINE   the offliner loads a word, then stores
+ *                                all ones in a step of its own
  */
 
 #ifndef NTHREADS
@@ -97,6 +104,9 @@
 #ifndef SWEEP_TRIES
 #define SWEEP_TRIES 2
 #endif
+#ifndef OFFLINE
+#define OFFLINE 0
+#endif
 #ifndef PP0
 #define PP0 2
 #endif
@@ -105,7 +115,7 @@
 #endif
 
 #if NTHREADS > 14 || NPAGES > 4 || NPAGES % WORDBITS != 0 || NCLASSES > 2 || NSLOTS > 8 || \
-    MAXREQ > 2 || PP0 > 2 || PP1 > 2 || RUNLEN > NPAGES
+    MAXREQ > 2 || PP0 > 2 || PP1 > 2 || RUNLEN > NPAGES || OFFLINE >= NPAGES / WORDBITS
 #error "page.pml: configuration out of the model's range (see the top of the file)"
 #endif
 
@@ -153,6 +163,7 @@
 #define G_FREE 0
 #define G_CHUNKS 15                 /* a chunk page: claimed for formatting, or formatted */
 #define G_RUN(t) ((t) + 1)          /* a page of a run that thread t holds or is claiming */
+#define G_OFFLINE 14                /* a page of a word the offliner holds */
 
 /* v := any of lo..hi (at most four values), in one step. */
 #define PICK(v, lo, hi)                                                      \
@@ -612,18 +623,19 @@ inline run_free(rf_s, rf_head) {
   rf_p = 0; rc_w = 0; rc_mask = 0; rf_won = false
 }
 
-/* include/gpuheap/run.h: gh_steal_pinned. For each page: a load of xcount;
+/* include/gpuheap/run.h: gh_steal_pinned_in, over pages [st_lo, st_hi)
+ * (gh_steal_pinned: all of them). For each page: a load of xcount;
  * if it reads OPEN|PINNED|0, a load of xstate, which is skipped unless it
  * is a CHUNK state, whose class and slot fields name the hint slot; CAS of
  * that slot from the page to DROPPED; the winner unpins the page, which closes
  * it if it is still empty. The model checks that the slot's address lies
  * inside the hint array (MUTATION_STEAL_ANY_KIND: without the kind check,
  * it does not). */
-inline steal(st_freed) {
+inline steal_in(st_lo, st_hi, st_freed) {
   st_freed = 0;
-  s_p = 0;
+  s_p = st_lo;
   do
-  :: s_p < NPAGES ->
+  :: s_p < (st_hi) ->
      s_c = xcount[s_p];
      if
      :: (s_c & (C_OPEN | C_PINNED | C_USED_MASK)) == (C_OPEN | C_PINNED) ->
@@ -658,6 +670,8 @@ inline steal(st_freed) {
   od;
   s_p = 0; s_c = 0; s_st = 0; s_idx = 0; s_won = false; s_go = false
 }
+
+inline steal(st_all_freed) { steal_in(0, NPAGES, st_all_freed) }
 
 /* include/gpuheap/run.h: gh_page_claim_in_word. Claims the first page of
  * word cw_w that cw_v shows free from some bit on (the code: from a random
@@ -1119,6 +1133,109 @@ proctype thread(byte me) {
   ci = 0
 }
 
+#if OFFLINE > 0
+#ifndef OFRAME
+#define OFRAME 1                    /* words a frame (the code: words_per_frame) */
+#endif
+#if OFFLINE % OFRAME != 0
+#error "page.pml: OFFLINE must be a multiple of OFRAME"
+#endif
+
+/* The offliner takes word ot_w (its CAS from 0 to all ones has won): each
+ * of its pages must be free in every respect, with no owner, xstate FREE,
+ * no chunk bits, and a count neither open nor pinned (a reservation through
+ * a stale hint may add a transient there, which it undoes). */
+inline offline_take(ot_w) {
+  o_q = (ot_w) * WORDBITS;
+  do
+  :: o_q < ((ot_w) + 1) * WORDBITS ->
+     CHECK(offline_unused, page_owner[o_q] == G_FREE && xstate[o_q] == S_FREE && xchunks[o_q] == 0 &&
+                           (xcount[o_q] & (C_OPEN | C_PINNED)) == 0);
+     page_owner[o_q] = G_OFFLINE;
+     o_q++
+  :: else -> break
+  od;
+  o_q = 0
+}
+
+/* A store of 0 to a word the offliner holds (all ones): gh_offline_tail's
+ * give-back, and _gh_heap_online's publication (heap.c, cpu_heap.c). */
+inline offline_give(og_w) {
+  d_step {
+    CHECK(offline_held, xpages[og_w] == WORDMASK);
+    xpages[og_w] = 0;
+    o_q = (og_w) * WORDBITS;
+    do
+    :: o_q < ((og_w) + 1) * WORDBITS -> page_owner[o_q] = G_FREE; o_q++
+    :: else -> break
+    od;
+    o_q = 0
+  }
+}
+
+/* include/gpuheap/run.h: gh_offline_tail over the last OFFLINE words, OFRAME
+ * words a frame, while the threads run (on the GPU the host's
+ * offline_tail_kernel runs beside the kernels that allocate); then the words
+ * taken offline are brought back online, as a later growth does. */
+proctype offliner() {
+  PROTOCOL_LOCALS;
+  byte o_end = NWORDS, o_first, o_w, o_u, o_q, o_freed;
+  bool o_ok, o_retried, offline_unused, offline_held;
+  do
+  :: o_end >= NWORDS - OFFLINE + OFRAME ->
+     o_first = o_end - OFRAME;
+     o_w = o_first;
+     do
+     :: o_w < o_end ->
+#ifndef MUTATION_NONATOMIC_OFFLINE
+        d_step {                    /* the CAS from 0 to all ones */
+          if
+          :: xpages[o_w] == 0 -> xpages[o_w] = WORDMASK; o_ok = true; offline_take(o_w)
+          :: else -> o_ok = false
+          fi
+        };
+#else
+        o_ok = (xpages[o_w] == 0);  /* mutation: a load, then a store */
+        if
+        :: o_ok -> d_step { xpages[o_w] = WORDMASK; offline_take(o_w) }
+        :: else -> skip
+        fi;
+#endif
+        if
+        :: o_ok -> o_w++
+        :: else -> break
+        fi
+     :: else -> break
+     od;
+     if
+     :: o_w < o_end ->
+        o_u = o_first;
+        do
+        :: o_u < o_w -> offline_give(o_u); o_u++
+        :: else -> break
+        od;
+        /* once a frame: its hint slots' empty pages taken back, and again */
+        if
+        :: !o_retried ->
+           steal_in(o_first * WORDBITS, o_end * WORDBITS, o_freed);
+           if
+           :: o_freed > 0 -> o_retried = true; o_freed = 0
+           :: else -> break
+           fi
+        :: else -> break
+        fi
+     :: else -> o_end = o_first; o_retried = false
+     fi
+  :: else -> break
+  od;
+  o_w = o_end;
+  do
+  :: o_w < NWORDS -> offline_give(o_w); o_w++
+  :: else -> break
+  od
+}
+#endif
+
 /* Page q is free: bit clear, xstate FREE, xcount 0, no chunk bits. */
 #define PAGE_FREE(q) ((xpages[(q) / WORDBITS] & (1 << ((q) % WORDBITS))) == 0 && xstate[q] == S_FREE && \
                       xcount[q] == 0 && xchunks[q] == 0 && page_owner[q] == G_FREE)
@@ -1180,6 +1297,9 @@ init {
     od;
 #ifdef SLOT_MONITOR
     run monitor();
+#endif
+#if OFFLINE > 0
+    run offliner();
 #endif
     q = 0
   };
