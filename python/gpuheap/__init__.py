@@ -613,7 +613,10 @@ class Manager:
         _check(_need(self._lib, "gh_tmgr_reset_peak")(self.handle), "gh_tmgr_reset_peak")
 
     def maintain(self):
-        """gh_tmgr_maintain: a sync point (reclaim frees, evict/restore to the watermarks)."""
+        """gh_tmgr_maintain: a sync point (reclaim frees, evict/restore to the
+        watermarks; with a device heap, grow it past its high watermark or give
+        back its free trailing frames, including frames whose only claimed
+        pages are empty pages kept by hint slots)."""
         _check(self._lib.gh_tmgr_maintain(self.handle), "gh_tmgr_maintain")
 
     def set_oom_observer(self, fn):
