@@ -62,17 +62,15 @@ int _gh_heap_usage(gh_heap_t* heap, size_t* used_bytes, size_t* online_bytes) {
 int _gh_heap_online(gh_heap_t* heap, size_t online_bytes) {
   if (heap == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_online: NULL heap");
   const gh_dheap_t* h = gh_cpu_heap_core(heap->cpu);
-  if (online_bytes % ((size_t)1 << GH_FRAME_SHIFT) || (online_bytes >> h->page_shift) > h->n_pages)
-    return _gh_error(GH_ERR_INVAL, "_gh_heap_online: %zu bytes of a %u-page heap", online_bytes, h->n_pages);
-  return _gh_cpu_heap_online(heap->cpu, (uint32_t)(online_bytes >> h->page_shift));
+  uint32_t pages = 0;
+  const int err = _gh_heap_online_pages(online_bytes, h->page_shift, h->n_pages, &pages);
+  return err ? err : _gh_cpu_heap_online(heap->cpu, pages);
 }
 
 int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_bytes) {
   if (heap == NULL || online_bytes == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_offline_tail: NULL argument");
   const gh_dheap_t* h = gh_cpu_heap_core(heap->cpu);
-  const uint32_t frame_pages = heap->frame_words * 32u;
-  uint32_t keep = (uint32_t)((keep_bytes >> h->page_shift) < h->n_pages ? keep_bytes >> h->page_shift : h->n_pages);
-  keep = (keep + frame_pages - 1u) / frame_pages * frame_pages;
+  const uint32_t keep = _gh_heap_keep_pages(keep_bytes, h->page_shift, h->n_pages, heap->frame_words);
   *online_bytes = (size_t)_gh_cpu_heap_offline_tail(heap->cpu, keep, heap->frame_words) << h->page_shift;
   return GH_OK;
 }

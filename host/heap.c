@@ -190,10 +190,9 @@ int _gh_heap_usage(gh_heap_t* heap, size_t* used_bytes, size_t* online_bytes) {
 
 int _gh_heap_online(gh_heap_t* heap, size_t online_bytes) {
   if (heap == NULL || heap->tm == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_online: not a managed heap");
-  const uint32_t shift = heap->view.page_shift;
-  if (online_bytes % ((size_t)1 << GH_FRAME_SHIFT) || (online_bytes >> shift) > heap->view.n_pages)
-    return _gh_error(GH_ERR_INVAL, "_gh_heap_online: %zu bytes of a %u-page heap", online_bytes, heap->view.n_pages);
-  const uint32_t pages = (uint32_t)(online_bytes >> shift);
+  uint32_t pages = 0;
+  const int err = _gh_heap_online_pages(online_bytes, heap->view.page_shift, heap->view.n_pages, &pages);
+  if (err) return err;
   if (pages <= heap->online_pages) return GH_OK;
   /* The frames are mapped; clearing their words publishes the pages. A copy
    * engine writes the words while kernels may run: no searcher changes an
@@ -211,9 +210,7 @@ int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_byt
   if (heap == NULL || heap->tm == NULL || online_bytes == NULL)
     return _gh_error(GH_ERR_INVAL, "_gh_heap_offline_tail: NULL argument or not a managed heap");
   const uint32_t shift = heap->view.page_shift;
-  uint32_t keep = (uint32_t)((keep_bytes >> shift) < heap->view.n_pages ? keep_bytes >> shift : heap->view.n_pages);
-  const uint32_t frame_pages = heap->frame_words * 32u;
-  keep = (keep + frame_pages - 1u) / frame_pages * frame_pages;
+  const uint32_t keep = _gh_heap_keep_pages(keep_bytes, shift, heap->view.n_pages, heap->frame_words);
   if (keep < heap->online_pages) {
     uint32_t end = 0;
     const int err = _gh_device_offline_tail(heap->d_heap, keep / 32u, heap->online_pages / 32u, heap->frame_words,

@@ -64,6 +64,20 @@ int _gh_heap_online(gh_heap_t* heap, size_t online_bytes);
  * caller may unmap the frames beyond it. */
 int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_bytes);
 gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
+/* Both libraries' managed heaps: online_bytes as pages (whole frames,
+ * within the heap's n_pages), and keep_bytes as pages rounded up to whole
+ * frames (at most n_pages). */
+static inline int _gh_heap_online_pages(size_t online_bytes, uint32_t shift, uint32_t n_pages, uint32_t* pages) {
+  if (online_bytes % ((size_t)1 << GH_FRAME_SHIFT) || (online_bytes >> shift) > n_pages)
+    return _gh_error(GH_ERR_INVAL, "_gh_heap_online: %zu bytes of a %u-page heap", online_bytes, n_pages);
+  *pages = (uint32_t)(online_bytes >> shift);
+  return GH_OK;
+}
+static inline uint32_t _gh_heap_keep_pages(size_t keep_bytes, uint32_t shift, uint32_t n_pages, uint32_t frame_words) {
+  const uint32_t frame_pages = frame_words * 32u;
+  const uint32_t keep = (uint32_t)((keep_bytes >> shift) < n_pages ? keep_bytes >> shift : n_pages);
+  return (keep + frame_pages - 1u) / frame_pages * frame_pages;
+}
 
 /* "kernel/cpu_heap.c": the CPU core's heap, also as a tensor manager's
  * heap in the CPU library ("frames_select_cpu.c"): data at `data` (placed
