@@ -8,7 +8,13 @@
  * cores, with the same workloads.
  *
  * Usage: gh_stress [--reps N] [--quick] [--cpu] [--csv FILE] [--fill-grid FILE]
+ *                  [--only ROW] [--threads N]
  *   --csv FILE        the workload table as workload,threads,bytes,alloc_ms,free_ms,mops
+ *   --only ROW        one row of the table: a fixed size (16, 64, 256, 1024,
+ *                     4096), mixed or churn; no fill sweep or efficiency after
+ *                     it (for profilers and A/B runs of one workload)
+ *   --threads N       the GPU's rows at N threads only (2^16 and 2^20 by
+ *                     default); on the CPU, N allocations (2^18 by default)
  *   --fill-grid FILE  only the proofs' validation grid (fill x requests), as CSV
  */
 #include <pthread.h>
@@ -53,6 +59,22 @@ static void row_init(row_t* r, const char* workload, unsigned threads, unsigned 
     snprintf(r->bytes, sizeof r->bytes, "%u", bytes);
   else
     snprintf(r->bytes, sizeof r->bytes, strcmp(workload, "mixed") == 0 ? "16-4096" : "16-1024");
+}
+
+/* Whether --only (NULL: every row) names the row of `workload` and `bytes`. */
+static int row_selected(const char* only, const char* workload, unsigned bytes) {
+  if (only == NULL) return 1;
+  char label[16];
+  snprintf(label, sizeof label, "%u", bytes);
+  return bytes ? strcmp(only, label) == 0 : strcmp(only, workload) == 0;
+}
+
+/* --only's argument: a row of the table. */
+static int row_known(const char* only) {
+  static const char* const rows[] = {"16", "64", "256", "1024", "4096", "mixed", "churn"};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    if (strcmp(only, rows[i]) == 0) return 1;
+  return 0;
 }
 
 /* A row's figures: medians and range of nr runs (sorts the arrays). */
@@ -155,9 +177,9 @@ static void* cpu_worker(void* arg) {
   return NULL;
 }
 
-static int run_cpu(int reps, int quick, FILE* csv) {
+static int run_cpu(int reps, int quick, const char* only, unsigned threads, FILE* csv) {
   const unsigned nthreads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-  const unsigned n = quick ? 1u << 14 : 1u << 18;
+  const unsigned n = threads ? threads : quick ? 1u << 14 : 1u << 18;
   printf("gh_stress: no CUDA device here: running the CPU build of the allocator core on %u threads\n", nthreads);
   gh_cpu_heap_t* heap = NULL;
   gh_heap_options_t o;
@@ -177,14 +199,16 @@ static int run_cpu(int reps, int quick, FILE* csv) {
   pthread_t* tids = (pthread_t*)calloc(nthreads, sizeof *tids);
   row_t rows[7];
   const unsigned sizes[5] = {16, 64, 256, 1024, 4096};
-  int failed = 0;
+  int nrows = 0, failed = 0;
   for (int k = 0; k < 7; k++) {
     const int kind = k < 5 ? 0 : k - 4;
-    row_t* r = &rows[k];
-    row_init(r, kind == 0 ? "fixed" : kind == 1 ? "mixed" : "churn", n, kind == 0 ? sizes[k] : 0);
+    const char* name = kind == 0 ? "fixed" : kind == 1 ? "mixed" : "churn";
+    if (!row_selected(only, name, kind == 0 ? sizes[k] : 0)) continue;
+    row_t* r = &rows[nrows++];
+    row_init(r, name, n, kind == 0 ? sizes[k] : 0);
     char what[64];
     snprintf(what, sizeof what, "%s %u x %s B on %u threads", r->workload, n, r->bytes, nthreads);
-    progress(k + 1, 7, what);
+    progress(nrows, only ? 1 : 7, what);
     double a[64], f[64], m[64];
     for (int rep = 0; rep < reps && rep < 64; rep++) {
       pthread_barrier_t bar;
@@ -214,7 +238,7 @@ static int run_cpu(int reps, int quick, FILE* csv) {
     row_finish(r, a, f, m, reps < 64 ? reps : 64);
     failed |= r->nulls != 0 || r->bad != 0;
   }
-  print_rows(rows, 7, csv);
+  print_rows(rows, nrows, csv);
   printf("\n(CPU timings of the portable core, not GPU figures.)\n");
   free(ptrs);
   free(jobs);
@@ -281,7 +305,7 @@ static int run_fill_grid(int reps, const char* path) {
   return err != GH_OK;
 }
 
-static int run_gpu(int reps, int quick, FILE* csv) {
+static int run_gpu(int reps, int quick, const char* only, unsigned nthreads, FILE* csv) {
   struct cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
   printf("gh_stress on %s (%d SMs, %.1f GiB)\n", prop.name, prop.multiProcessorCount,
@@ -294,19 +318,21 @@ static int run_gpu(int reps, int quick, FILE* csv) {
     fprintf(stderr, "gh_heap_create: %s (%s)\n", gh_strerror(err), gh_last_error_detail());
     return 1;
   }
-  const unsigned threads[2] = {1u << 16, quick ? 1u << 17 : 1u << 20};
+  const unsigned threads[2] = {nthreads ? nthreads : 1u << 16, quick ? 1u << 17 : 1u << 20};
+  const int nthread_counts = nthreads ? 1 : 2;
   const unsigned sizes[5] = {16, 64, 256, 1024, 4096};
   row_t rows[14];
   int nrows = 0, failed = 0;
-  for (int t = 0; t < 2; t++)
+  for (int t = 0; t < nthread_counts; t++)
     for (int k = 0; k < 7; k++) {
       const gh_wl_kind_t kind = k < 5 ? GH_WL_FIXED : (k == 5 ? GH_WL_MIXED : GH_WL_CHURN);
+      if (!row_selected(only, gh_wl_name(kind), k < 5 ? sizes[k] : 0)) continue;
       gh_wl_t w = {kind, threads[t], k < 5 ? sizes[k] : 0, 7, 0, 0};
       row_t* r = &rows[nrows++];
       row_init(r, gh_wl_name(kind), threads[t], k < 5 ? sizes[k] : 0);
       char what[64];
       snprintf(what, sizeof what, "%s %u threads x %s B", r->workload, threads[t], r->bytes);
-      progress(nrows, 14, what);
+      progress(nrows, (only ? 1 : 7) * nthread_counts, what);
       double a[64], f[64], m[64];
       gh_wl_result_t res;
       if ((err = gh_wl_run(heap, &w, &res)) != GH_OK) break; /* warm-up */
@@ -327,6 +353,7 @@ static int run_gpu(int reps, int quick, FILE* csv) {
   print_rows(rows, nrows, csv);
   gh_heap_destroy(heap);
   failed |= err != GH_OK;
+  if (only) return failed;
 
   /* The fill-level sweep: 2^22 pages of 4 KiB. */
   gh_heap_t* fh = NULL;
@@ -435,6 +462,8 @@ static int run_efficiency(int reps) {
 
 int main(int argc, char** argv) {
   int reps = 9, quick = 0, cpu = 0, efficiency = 0;
+  unsigned threads = 0;
+  const char* only = NULL;
   const char* csv_path = NULL;
   const char* grid_path = NULL;
   for (int i = 1; i < argc; i++) {
@@ -450,8 +479,14 @@ int main(int argc, char** argv) {
       grid_path = argv[++i];
     else if (!strcmp(argv[i], "--efficiency"))
       efficiency = 1;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc && row_known(argv[i + 1]))
+      only = argv[++i];
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc && atol(argv[i + 1]) > 0 && atol(argv[i + 1]) <= 1L << 24)
+      threads = (unsigned)atol(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--reps N] [--quick] [--cpu] [--csv FILE] [--fill-grid FILE] [--efficiency]\n",
+      fprintf(stderr,
+              "usage: %s [--reps N] [--quick] [--cpu] [--csv FILE] [--fill-grid FILE] [--efficiency]\n"
+              "       [--only 16|64|256|1024|4096|mixed|churn] [--threads N (1 to 2^24)]\n",
               argv[0]);
       return 2;
     }
@@ -484,10 +519,10 @@ int main(int argc, char** argv) {
     return run_efficiency(reps);
   }
   if (!cpu && cudaGetDeviceCount(&n) == cudaSuccess && n > 0)
-    rc = run_gpu(reps, quick, csv);
+    rc = run_gpu(reps, quick, only, threads, csv);
   else
 #endif
-    rc = run_cpu(reps, quick, csv);
+    rc = run_cpu(reps, quick, only, threads, csv);
   (void)cpu;
   if (csv) fclose(csv);
   printf("%s\n", rc ? "gh_stress: FAILED (NULLs or broken blocks above)" : "gh_stress: all blocks checked, none broken");
