@@ -60,33 +60,41 @@ GH_DEV uint32_t gh_warp_exclusive_sum(uint32_t mask, uint32_t v) {
   return incl - v;
 }
 
-/* Hand out the chunks of a grant held by lane `holder` to the lanes of
- * `need`, lowest lanes first, one bitmap word per round. Executed by all
- * lanes of `mask` (holder and need are in it). Returns this lane's chunk, or
- * NULL if it is not served; *need loses the lanes served. */
+/* Hand out the chunks of grants to the lanes that asked for them, lowest
+ * lanes first, one bitmap word per round. Executed by all lanes of `mask`,
+ * which may hold several groups: each lane names its group's `holder` (the
+ * lane holding the group's grant `g`), and `take` says whether its group has
+ * a grant to hand out now (the same in all lanes of a group). Every shuffle
+ * names the whole of `mask`, the same in all lanes, so the groups of a warp
+ * are served together: with one mask per group, a warp whose lanes ask for
+ * many classes ran each shuffle once per group (the compiler's divergent
+ * path; bench/NOTES.md, "Mixed under Nsight Compute"). Returns this lane's
+ * chunk, or NULL if it is not served; *need (the group's lanes still
+ * waiting) loses the lanes served. */
 GH_DEV void* gh_warp_distribute(const gh_dheap_t* h, uint32_t mask, uint32_t holder, gh_grant_t* g, uint32_t cls,
-                                uint32_t* need) {
+                                uint32_t* need, bool take) {
   const uint32_t lane = gh_lane_id(), lt = gh_lanemask_lt();
   const gh_class_t* cl = &h->classes[cls];
   const uint32_t page = __shfl_sync(mask, g->page, holder);
   void* mine = NULL;
-  uint32_t left;
+  uint32_t left = take ? 1u : 0u; /* whether the holder takes a word this round */
   do {
-    uint32_t bits = 0, word = 0;
-    if (lane == holder) {
+    uint32_t bits = 0, word = 0, more = 0;
+    if (lane == holder && left) {
       bits = gh_chunks_take(h, g->page, cl, &g->left, &g->cursor, &g->seen);
       word = g->cursor;
+      more = g->left;
     }
     bits = __shfl_sync(mask, bits, holder);
     word = __shfl_sync(mask, word, holder);
-    left = __shfl_sync(mask, g->left, holder);
+    left = __shfl_sync(mask, more, holder);
     const uint32_t cnt = gh_popc(bits);
     if (*need & (1u << lane)) {
       const uint32_t r = gh_popc(*need & lt);
       if (r < cnt) mine = gh_chunk_ptr(h, page, cls, word * 32u + gh_nth_set_bit(bits, r));
     }
     *need = gh_drop_lowest_bits(*need, cnt);
-  } while (left);
+  } while (__any_sync(mask, left));
   return mine;
 }
 
@@ -211,14 +219,18 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
   void* ptr = NULL;
   gh_rng_t rng = gh_rng_seed(gh_global_thread_id(), (uint32_t)clock64());
   const uint32_t peers = __match_any_sync(active, key);
+  const uint32_t chunk_lanes = __ballot_sync(active, key < GH_KEY_PAGE);
   if (key < GH_KEY_PAGE) {
+    /* All groups of chunk requests go round together, each leader asking
+     * for its own group, so that every shuffle names the same mask. */
     const uint32_t leader = __ffs(peers) - 1u;
     uint32_t need = peers;
+    bool open = true; /* the group still has lanes to serve and sources to ask */
     gh_search_t s = {GH_SRC_HINT, {GH_NO_PAGE, GH_NO_PAGE, false}};
     gh_grant_t g;
     for (;;) {
       uint32_t k = 0;
-      if (lane == leader) {
+      if (open && lane == leader) {
         /* The hint page inline; the other sources out of line (GH_FN_SLOW). */
         const uint32_t n = gh_popc(need);
         if (s.src == GH_SRC_HINT && n < h->classes[cls].per_page) {
@@ -227,10 +239,12 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
         }
         if (!k) k = gh_grant_next(h, cls, slot, n, &s, GH_SRC_CLASS, &rng, &g, &probes);
       }
-      if (!__shfl_sync(peers, k, leader)) break;
-      void* c = gh_warp_distribute(h, peers, leader, &g, cls, &need);
+      k = __shfl_sync(chunk_lanes, k, leader);
+      if (!k) open = false;
+      void* c = gh_warp_distribute(h, chunk_lanes, leader, &g, cls, &need, k != 0u);
       if (c) ptr = c;
-      if (!need) break;
+      if (!need) open = false;
+      if (!__any_sync(chunk_lanes, open)) break;
     }
     if (lane == leader && s.hs.refiller) gh_hint_abandon(h, cls, slot, &s.hs);
     if (need & (1u << lane)) {
