@@ -1,6 +1,7 @@
 /* The allocator on the GPU: fixed, mixed and churn workloads at 2^16 and
  * 2^20 threads with every block filled with its owner's id and checked (so
  * no two live blocks overlap); partial warps and mixed sizes within a warp;
+ * every kind of request (chunks, pages, runs, too large) in one warp;
  * fill until no room, free all, refill to the same count.
  * Usage: test_gpu_workloads [--small]  (--small: 2^14 threads, for sanitizers) */
 #include <cstring>
@@ -45,6 +46,73 @@ __global__ void free_all(const gh_dheap_t* h, void** ptrs, unsigned long long n)
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x)
     gh_heap_free(h, ptrs[i]);
+}
+
+/* Every kind of request side by side in each warp: zero bytes, chunks of
+ * several classes, the largest chunk, one page, two pages, a run, runs of
+ * frames, and one larger than the heap (NULL). Lane t asks for
+ * kSizes[(7 t + round) % kKinds]; every block gets t's stamp every 4 KiB and
+ * in its last 8 bytes, so overlapping blocks break a stamp. */
+static const unsigned kKinds = 13;
+__constant__ size_t kSizes[kKinds] = {0,     16,    48,     1000,      4096,      16384,     16385,
+                                      65536, 65537, 300000, 2u << 20, (3u << 20) + 5, (size_t)1 << 40};
+
+__device__ size_t kind_size(uint32_t t, uint32_t round) { return kSizes[(7u * t + round) % kKinds]; }
+
+__global__ void every_kind(const gh_dheap_t* h, uint32_t n, uint32_t round, void** ptrs) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const size_t s = kind_size(t, round), span = s < 16 ? 16 : s;
+  uint64_t* p = (uint64_t*)gh_heap_malloc(h, s);
+  ptrs[t] = p;
+  if (!p) return;
+  for (size_t o = 0; o + 8 <= span; o += 4096) p[o / 8] = t ^ ((uint64_t)o << 32);
+  p[(span - 8) / 8] = ~(uint64_t)t;
+}
+
+/* counts[0]: stamps broken or misaligned; [1]: NULLs where room was asked
+ * for; [2]: blocks handed out for the request larger than the heap. */
+__global__ void every_kind_check(uint32_t n, uint32_t round, void* const* ptrs, unsigned long long* counts) {
+  const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= n) return;
+  const size_t s = kind_size(t, round), span = s < 16 ? 16 : s;
+  const uint64_t* p = (const uint64_t*)ptrs[t];
+  if (s == kSizes[kKinds - 1]) {
+    if (p) atomicAdd(&counts[2], 1ull);
+    return;
+  }
+  if (!p) {
+    atomicAdd(&counts[1], 1ull);
+    return;
+  }
+  bool ok = ((uintptr_t)p & 15u) == 0 && p[(span - 8) / 8] == ~(uint64_t)t;
+  for (size_t o = 0; ok && o + 8 <= span - 8; o += 4096) ok = p[o / 8] == (t ^ ((uint64_t)o << 32));
+  if (!ok) atomicAdd(&counts[0], 1ull);
+}
+
+static void test_every_kind(gh_heap_t* heap, uint32_t n) {
+  void** d_ptrs;
+  unsigned long long* d_counts;
+  CUDA_OK(cudaMalloc(&d_ptrs, n * sizeof(void*)));
+  CUDA_OK(cudaMalloc(&d_counts, 3 * sizeof(unsigned long long)));
+  for (uint32_t round = 0; round < 3; round++) {
+    CUDA_OK(cudaMemset(d_counts, 0, 3 * sizeof(unsigned long long)));
+    every_kind<<<(n + 255) / 256, 256>>>(gh_heap_device(heap), n, round, d_ptrs);
+    KERNEL_OK();
+    every_kind_check<<<(n + 255) / 256, 256>>>(n, round, d_ptrs, d_counts);
+    KERNEL_OK();
+    unsigned long long c[3];
+    CUDA_OK(cudaMemcpy(c, d_counts, sizeof c, cudaMemcpyDeviceToHost));
+    CHECK_MSG(c[0] == 0 && c[1] == 0 && c[2] == 0,
+              "every kind in a warp, %u threads, round %u: %llu broken, %llu NULL, %llu too large granted", n, round,
+              c[0], c[1], c[2]);
+    free_all<<<(n + 255) / 256, 256>>>(gh_heap_device(heap), d_ptrs, n);
+    KERNEL_OK();
+    check_empty(heap, "every kind in a warp, free all");
+  }
+  printf("every kind of request in a warp, %u threads x 3 rounds: ok\n", n);
+  CUDA_OK(cudaFree(d_ptrs));
+  CUDA_OK(cudaFree(d_counts));
 }
 
 static unsigned long long fill_until_full(gh_heap_t* heap, uint32_t size, void** d_ptrs, unsigned long long* d_got,
@@ -118,6 +186,7 @@ int main(int argc, char** argv) {
     snprintf(what, sizeof what, "churn, lanes %08x", m);
     run(heap, gh_wl_t{GH_WL_CHURN, small ? 1u << 12 : 1u << 16, 0, m, 1, m}, what);
   }
+  test_every_kind(heap, small ? 128u : 4096u);
   GH_OK_OR_DIE(gh_heap_destroy(heap));
   if (!small) {
     test_fill_refill(16, 65536);
