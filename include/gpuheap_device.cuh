@@ -12,9 +12,11 @@
  * pointer of the smallest class (free it like any other); requests above the
  * largest class (page/4, at most 16 KiB) take whole pages; NULL means no room
  * was found after a deterministic sweep of the whole heap, never a false
- * NULL while the heap is quiescent and has room. gh_free(NULL) does nothing;
- * a pointer not from this heap, or one already freed, is counted
- * (gh_heap_stats: foreign_frees, double_frees) and otherwise ignored.
+ * NULL while the heap is quiescent and has room (while other threads
+ * allocate, a large run on a small heap can miss room that the sweep frees
+ * and a concurrent refill takes again: README, "Semantics"). gh_free(NULL)
+ * does nothing; a pointer not from this heap, or one already freed, is
+ * counted (gh_heap_stats: foreign_frees, double_frees) and otherwise ignored.
  *
  * Any subset of a warp may call these together, with any mix of sizes; lanes
  * of one warp that ask for the same class are served by one reservation.
