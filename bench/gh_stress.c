@@ -61,6 +61,9 @@ static void row_init(row_t* r, const char* workload, unsigned threads, unsigned 
     snprintf(r->bytes, sizeof r->bytes, strcmp(workload, "mixed") == 0 ? "16-4096" : "16-1024");
 }
 
+/* The fixed sizes of the table's rows; mixed and churn follow them. */
+static const unsigned fixed_sizes[5] = {16, 64, 256, 1024, 4096};
+
 /* Whether --only (NULL: every row) names the row of `workload` and `bytes`. */
 static int row_selected(const char* only, const char* workload, unsigned bytes) {
   if (only == NULL) return 1;
@@ -71,10 +74,9 @@ static int row_selected(const char* only, const char* workload, unsigned bytes) 
 
 /* --only's argument: a row of the table. */
 static int row_known(const char* only) {
-  static const char* const rows[] = {"16", "64", "256", "1024", "4096", "mixed", "churn"};
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-    if (strcmp(only, rows[i]) == 0) return 1;
-  return 0;
+  for (int k = 0; k < 5; k++)
+    if (row_selected(only, "fixed", fixed_sizes[k])) return 1;
+  return row_selected(only, "mixed", 0) || row_selected(only, "churn", 0);
 }
 
 /* A row's figures: medians and range of nr runs (sorts the arrays). */
@@ -198,14 +200,13 @@ static int run_cpu(int reps, int quick, const char* only, unsigned threads, FILE
   cpu_job_t* jobs = (cpu_job_t*)calloc(nthreads, sizeof *jobs);
   pthread_t* tids = (pthread_t*)calloc(nthreads, sizeof *tids);
   row_t rows[7];
-  const unsigned sizes[5] = {16, 64, 256, 1024, 4096};
   int nrows = 0, failed = 0;
   for (int k = 0; k < 7; k++) {
     const int kind = k < 5 ? 0 : k - 4;
     const char* name = kind == 0 ? "fixed" : kind == 1 ? "mixed" : "churn";
-    if (!row_selected(only, name, kind == 0 ? sizes[k] : 0)) continue;
+    if (!row_selected(only, name, kind == 0 ? fixed_sizes[k] : 0)) continue;
     row_t* r = &rows[nrows++];
-    row_init(r, name, n, kind == 0 ? sizes[k] : 0);
+    row_init(r, name, n, kind == 0 ? fixed_sizes[k] : 0);
     char what[64];
     snprintf(what, sizeof what, "%s %u x %s B on %u threads", r->workload, n, r->bytes, nthreads);
     progress(nrows, only ? 1 : 7, what);
@@ -214,7 +215,7 @@ static int run_cpu(int reps, int quick, const char* only, unsigned threads, FILE
       pthread_barrier_t bar;
       pthread_barrier_init(&bar, NULL, nthreads);
       for (unsigned t = 0; t < nthreads; t++) {
-        jobs[t] = (cpu_job_t){heap, kind, kind == 0 ? sizes[k] : 0, n / nthreads * t,
+        jobs[t] = (cpu_job_t){heap, kind, kind == 0 ? fixed_sizes[k] : 0, n / nthreads * t,
                               t + 1 == nthreads ? n : n / nthreads * (t + 1), ptrs, &bar, 0, 0, {0, 0, 0, 0}};
         pthread_create(&tids[t], NULL, cpu_worker, &jobs[t]);
       }
@@ -320,16 +321,15 @@ static int run_gpu(int reps, int quick, const char* only, unsigned nthreads, FIL
   }
   const unsigned threads[2] = {nthreads ? nthreads : 1u << 16, quick ? 1u << 17 : 1u << 20};
   const int nthread_counts = nthreads ? 1 : 2;
-  const unsigned sizes[5] = {16, 64, 256, 1024, 4096};
   row_t rows[14];
   int nrows = 0, failed = 0;
   for (int t = 0; t < nthread_counts; t++)
     for (int k = 0; k < 7; k++) {
       const gh_wl_kind_t kind = k < 5 ? GH_WL_FIXED : (k == 5 ? GH_WL_MIXED : GH_WL_CHURN);
-      if (!row_selected(only, gh_wl_name(kind), k < 5 ? sizes[k] : 0)) continue;
-      gh_wl_t w = {kind, threads[t], k < 5 ? sizes[k] : 0, 7, 0, 0};
+      if (!row_selected(only, gh_wl_name(kind), k < 5 ? fixed_sizes[k] : 0)) continue;
+      gh_wl_t w = {kind, threads[t], k < 5 ? fixed_sizes[k] : 0, 7, 0, 0};
       row_t* r = &rows[nrows++];
-      row_init(r, gh_wl_name(kind), threads[t], k < 5 ? sizes[k] : 0);
+      row_init(r, gh_wl_name(kind), threads[t], k < 5 ? fixed_sizes[k] : 0);
       char what[64];
       snprintf(what, sizeof what, "%s %u threads x %s B", r->workload, threads[t], r->bytes);
       progress(nrows, (only ? 1 : 7) * nthread_counts, what);

@@ -80,9 +80,10 @@ def main(argv=None):
                 except Exception:
                     continue
             print("per-instruction metrics:", ", ".join(sorted(instanced)))
-            # The stall samples: every metric of the sampler's reasons, summed.
-            samp = [m for m in instanced if "pcsamp" in m and "sample" not in m.split("_")[-1:]]
+            # The sampler's total and its stall reasons (each reason also has a
+            # "_not_issued" part of itself, left out).
             total = next((m for m in instanced if m.endswith("pcsamp_sample_count")), None)
+            samp = [m for m in instanced if "pcsamp_warps_issue_stalled_" in m and not m.endswith("_not_issued")]
             inst = next((m for m in instanced if m in ("inst_executed", "smsp__sass_inst_executed")), None)
             thr = next((m for m in instanced if m in ("thread_inst_executed", "smsp__sass_thread_inst_executed")), None)
             lines = defaultdict(lambda: defaultdict(float))
@@ -96,9 +97,8 @@ def main(argv=None):
             grand = sum(v[order] for v in lines.values()) or 1.0
             print(f"{'line':<28} {'samples %':>9} {'inst exec':>12} {'thr/inst':>8}  top stall reasons")
             for key, v in sorted(lines.items(), key=lambda kv: -kv[1][order])[: args.top]:
-                reasons = sorted(((v[m], m) for m in samp if m != total), reverse=True)[:3]
-                rs = ", ".join(f"{re.sub(r'^.*stalled_', '', m).replace('_per_warp_active', '')} {x / max(v[order], 1):.0%}"
-                               for x, m in reasons if x > 0)
+                reasons = sorted(((v[m], m) for m in samp), reverse=True)[:3]
+                rs = ", ".join(f"{re.sub(r'^.*stalled_', '', m)} {x / max(v[order], 1):.0%}" for x, m in reasons if x > 0)
                 ie = v.get(inst, 0) if inst else 0
                 ti = v.get(thr, 0) / ie if thr and ie else 0
                 print(f"{key[0] + ':' + str(key[1]):<28} {100 * v[order] / grand:9.1f} {ie:12.0f} {ti:8.1f}  {rs}")
