@@ -53,12 +53,13 @@ for stage in $stages; do
         --csv "$out/torch-tensor-latency.csv" 2>&1 | tee "$out/torch-tensor-latency.log" | tail -16 ;;
     python)
       # The Python package on PyTorch and CuPy (python/tests); the training
-      # run with PyTorch's own offload (save_on_cpu) beside it.
+      # run with PyTorch's own offload (save_on_cpu) and the transfer floor
+      # (f) beside it.
       export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
       timeout 60 python3 -m unittest discover -s python/tests -p 'test_pure*.py' 2>&1 | tail -3
       timeout 400 python3 -u python/tests/gpu_train.py --steps 20 --time-limit 90 --csv "$out/torch-h200.csv" \
-        --reference-csv "$out/torch-h200-reference.csv" --snapshot-dir "$out/frames" 2>&1 |
-        tee "$out/gpu_train.log" | grep -E "ms/step|PASS|FAIL|peak|offload counters"
+        --reference-csv "$out/torch-h200-reference.csv" --floor --snapshot-dir "$out/frames" 2>&1 |
+        tee "$out/gpu_train.log" | grep -E "ms/step|PASS|FAIL|peak|offload counters|floor"
       timeout 100 python3 -u python/tests/gpu_cupy.py --time-limit 80 2>&1 | tee "$out/gpu_cupy.log" | tail -2 ;;
     replay)
       # The manager alone: config (c) of gpu_train.py recorded (GPUHEAP_TRACE),

@@ -13,6 +13,17 @@ each in its own process, and check that gpuheap changes nothing but memory.
                             around the forward pass, on the default allocator
                             (every saved tensor copied to pinned host memory
                             and back; no budget): what (c) is compared with
+  (f) transfer_floor        with --floor only: (a) plus, on a stream of its
+                            own, the copies that any offload at (c)'s budget
+                            must make, at the earliest moments they could run
+                            and with nothing else in their way: (a)'s peak
+                            less (c)'s budget out to pinned host memory from
+                            the start of the forward, back from the start of
+                            the backward once out, awaited before step().
+                            A lower bound on (c)'s step on this machine
+                            (every byte above the budget at the peak leaves
+                            during the forward and comes back during the
+                            backward: PCIe one way each)
 
 Checks: the losses of (b) and (c) equal (a)'s bit for bit at every step;
 (c) evicted frames (evictions > 0) and met no out-of-memory. Determinism:
@@ -24,12 +35,13 @@ set before torch is imported; synthetic data from a seeded CPU generator.
 
 CSV rows (header included): config,ms_per_step,device_budget_gib,
 bytes_moved_per_step,loss_last; config is a, b or c (the log names them as
-above). device_budget_gib: for (a) the card's memory,
+above). device_budget_gib: for (a) (and (d), (f)) the card's memory,
 for (b) and (c) the manager's device budget. ms_per_step: mean over the
 steps after --warmup, synchronized. bytes_moved_per_step: gpuheap's
 bytes_evicted + bytes_restored over those steps, per step (0 for (a)).
 --reference-csv writes (a) and (d) in the same form; (d)'s bytes moved are
-twice the bytes of the CUDA tensors its pack hook copied out.
+twice the bytes of the CUDA tensors its pack hook copied out. With --floor,
+(f)'s row goes there too (bytes moved: twice (a)'s peak less (c)'s budget).
 
 Exit: 0 pass, 1 fail, 77 skipped (no torch, no CUDA device, no libgpuheap).
 Every line of progress is flushed; each child runs under --time-limit.
@@ -46,7 +58,7 @@ from _child import PYDIR, SKIP, log, run, torch_or_skip, verdict
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # before torch is imported
 
-CONFIGS = {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload", "d": "save_on_cpu"}  # CSV: the letter; log: the name
+CONFIGS = {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload", "d": "save_on_cpu", "f": "transfer_floor"}  # CSV: the letter; log: the name
 
 
 def parser():
@@ -99,6 +111,8 @@ def parser():
     ap.add_argument("--csv", help="write the three rows here (e.g. bench/results/torch-h200.csv)")
     ap.add_argument("--reference-csv", help="also run (d), PyTorch's own offload (save_on_cpu), and write the "
                     "rows of (a) and (d) here")
+    ap.add_argument("--floor", action="store_true", help="also run (f), the transfer floor: (a) with the copies any "
+                    "offload at (c)'s budget must make, on a stream of their own (rows of --reference-csv too)")
     ap.add_argument("--snapshot-dir", help="(c): write the frame map at the end of a forward (json, html, png)")
     ap.add_argument("--time-limit", type=float, default=300, help="seconds per config process")
     ap.add_argument("--only", choices=sorted(CONFIGS), help="run one config in this process (internal)")
@@ -185,6 +199,40 @@ def counting_pack(inner, counter):
             counter[0] += t.numel() * t.element_size()
         return inner(t)
     return pack
+
+
+def budget_bytes(peak, fraction):
+    """(c)'s device budget: `fraction` of (a)'s peak, at least one frame."""
+    return max(2 << 20, int(peak * fraction))
+
+
+class FloorCopies:
+    """(f): the bytes above (c)'s budget at (a)'s peak, copied to pinned host
+    memory on a stream of their own from the start of each forward, and back
+    from the start of the backward (after the copy out: one stream, as PCIe
+    carries them one way at a time in any offload: restores need the room
+    that evictions made); the step waits for them before step(). Nothing else
+    waits for them, so this is the least any offload at that budget adds."""
+
+    def __init__(self, torch, nbytes):
+        self.torch, self.nbytes = torch, nbytes
+        self.dev = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+        self.host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        self.stream = torch.cuda.Stream()
+
+    def _copy(self, dst, src):
+        self.stream.wait_stream(self.torch.cuda.current_stream())
+        with self.torch.cuda.stream(self.stream):
+            dst.copy_(src, non_blocking=True)
+
+    def forward_start(self):
+        self._copy(self.host, self.dev)
+
+    def backward_start(self):
+        self._copy(self.dev, self.host)
+
+    def backward_end(self):
+        self.torch.cuda.current_stream().wait_stream(self.stream)
 
 
 # The Offload methods --hook-times times (inclusive: a method's time
@@ -274,7 +322,7 @@ def child(a):
         if cfg == "c":
             if a.peak <= 0:
                 raise SystemExit("--peak is needed for config c")
-            kw["device_budget"] = max(2 << 20, int(a.peak * a.budget_fraction))
+            kw["device_budget"] = budget_bytes(a.peak, a.budget_fraction)
             # The default host budget (half the device budget) cannot hold what
             # the device budget leaves out: give the host the whole peak and more.
             kw["host_budget"] = 2 * a.peak + (1 << 30)
@@ -312,6 +360,12 @@ def child(a):
     if cfg == "d":
         off = torch.autograd.graph.save_on_cpu(pin_memory=True)
         off.pack_hook = counting_pack(off.pack_hook, packed)
+    floor = None
+    if cfg == "f":
+        if a.peak <= 0:
+            raise SystemExit("--peak is needed for config f")
+        floor = FloorCopies(torch, max(0, a.peak - budget_bytes(a.peak, a.budget_fraction)))
+        log(f"gpu_train[f]: {floor.nbytes / 2**30:.3f} GiB out in each forward and back in each backward")
     crit = torch.nn.CrossEntropyLoss()
 
     t_start = time.monotonic()
@@ -364,6 +418,8 @@ def child(a):
                 torch.cuda._sleep(0)  # the marker kernel (PHASE_MARK)
             return r
         edge(0)
+        if floor is not None:
+            floor.forward_start()
         mode = None
         if a.host_ops and m is not None and step == a.steps - 1:
             mode, host_counts = host_ops_mode(torch, m)
@@ -393,7 +449,11 @@ def child(a):
                     snap_taken = True
                     snap_s += time.perf_counter() - t_snap  # writing the files is not part of the step
             edge(1)
+            if floor is not None:
+                floor.backward_start()
             loss.backward()
+            if floor is not None:
+                floor.backward_end()
             edge(2)
             opt.step()
             v = edge(3, loss.item)
@@ -446,7 +506,8 @@ def child(a):
     if m is None:
         result["peak"] = torch.cuda.max_memory_allocated()
         result["device_budget"] = torch.cuda.get_device_properties(0).total_memory
-        result["bytes_moved_per_step"] = 2 * (packed[0] - packed0) / timed if cfg == "d" and timed > 0 else 0
+        result["bytes_moved_per_step"] = (2 * (packed[0] - packed0) / timed if cfg == "d" and timed > 0 else
+                                          2 * floor.nbytes if floor is not None else 0)
     else:
         s = m.stats()
         result["stats"] = s
@@ -750,6 +811,13 @@ def parent(a):
             rd, rc3 = run_child(a, "d", tmp)
             if rc3 or rd is None:
                 fails.append("config d did not finish")
+        rf = None
+        if a.floor:
+            rf, rc4 = run_child(a, "f", tmp, peak=ra["peak"])
+            if rc4 or rf is None:
+                fails.append("config f did not finish")
+            elif rf["losses"] != ra["losses"]:  # its copies touch no tensor of the model
+                fails.append("(f) losses differ from (a)")
     if rc or rb is None:
         fails.append("config b did not finish")
     if rc2 or rcc is None:
@@ -785,7 +853,14 @@ def parent(a):
         log(f"gpu_train: (d) save_on_cpu: {rd['ms_per_step']:.2f} ms/step ({rd['ms_per_step'] / ra['ms_per_step']:.2f}x "
             f"(a)), peak {rd['peak'] / 2**30:.3f} GiB, {rd['bytes_moved_per_step'] / 1e9:.3f} GB moved/step, "
             f"losses {same} (a)'s")
-        write_csv(a.reference_csv, [("a", ra), ("d", rd)])
+    if rf is not None:
+        ratio = f", (c) {rcc['ms_per_step'] / rf['ms_per_step']:.2f}x the floor" if rcc is not None else ""
+        log(f"gpu_train: (f) transfer floor: {rf['ms_per_step']:.2f} ms/step "
+            f"({rf['ms_per_step'] / ra['ms_per_step']:.2f}x (a)), {rf['bytes_moved_per_step'] / 1e9:.3f} GB "
+            f"moved/step{ratio}")
+    refs = [(k, r) for k, r in (("a", ra), ("d", rd), ("f", rf)) if r is not None]
+    if a.reference_csv and len(refs) > 1:
+        write_csv(a.reference_csv, refs)
         log(f"gpu_train: wrote {a.reference_csv}")
     return verdict("gpu_train", fails, lambda: f"{len(ra['losses'])} steps, losses bitwise equal in all three configs")
 

@@ -1900,6 +1900,81 @@ class TestReferenceConfig(unittest.TestCase):
         a = gpu_train.parse_args(["--reference-csv", "r.csv", "--only", "d"])
         self.assertEqual((a.reference_csv, a.only), ("r.csv", "d"))
         self.assertIsNone(gpu_train.parse_args([]).reference_csv)
+        self.assertTrue(gpu_train.parse_args(["--floor"]).floor)
+        self.assertFalse(gpu_train.parse_args([]).floor)
+        self.assertEqual(gpu_train.parse_args(["--only", "f"]).only, "f")
+
+    def test_budget_bytes(self):
+        import gpu_train
+        self.assertEqual(gpu_train.budget_bytes(1000 << 20, 0.5), 500 << 20)
+        self.assertEqual(gpu_train.budget_bytes(1 << 20, 0.5), 2 << 20)  # at least one frame
+        self.assertEqual(gpu_train.budget_bytes(3, 4.0), 2 << 20)
+
+    def test_floor_copies(self):
+        """(f)'s copies: out on their own stream after the current stream's
+        work, back after that (the same stream), the current stream waiting
+        for both before step()."""
+        import gpu_train
+        events = []
+
+        class Buf:
+            def __init__(self, name):
+                self.name = name
+
+            def copy_(self, src, non_blocking=False):
+                events.append(("copy", src.name, self.name, non_blocking, cuda.cur))
+
+        class FakeStream:
+            def __init__(self, name):
+                self.name = name
+
+            def wait_stream(self, other):
+                events.append(("wait", self.name, other.name))
+
+        class Ctx:
+            def __init__(self, s):
+                self.s = s
+
+            def __enter__(self):
+                self.prev, cuda.cur = cuda.cur, self.s.name
+
+            def __exit__(self, *exc):
+                cuda.cur = self.prev
+
+        class cuda:
+            cur = "main"
+            main = FakeStream("main")
+
+            @staticmethod
+            def current_stream():
+                return cuda.main
+
+            @staticmethod
+            def stream(s):
+                return Ctx(s)
+
+            Stream = staticmethod(lambda: FakeStream("side"))
+
+        class FakeTorch:
+            uint8 = "u8"
+
+            @staticmethod
+            def empty(n, dtype=None, device=None, pin_memory=False):
+                events.append(("empty", n, device, pin_memory))
+                return Buf("host" if pin_memory else "dev")
+
+        FakeTorch.cuda = cuda
+        f = gpu_train.FloorCopies(FakeTorch, 12345)
+        self.assertEqual(f.nbytes, 12345)
+        self.assertEqual(events, [("empty", 12345, "cuda", False), ("empty", 12345, None, True)])
+        del events[:]
+        f.forward_start()
+        f.backward_start()
+        f.backward_end()
+        self.assertEqual(events, [("wait", "side", "main"), ("copy", "dev", "host", True, "side"),
+                                  ("wait", "side", "main"), ("copy", "host", "dev", True, "side"),
+                                  ("wait", "main", "side")])
+        self.assertEqual(cuda.cur, "main")
 
 
 class TestChildOptions(unittest.TestCase):
@@ -1907,7 +1982,7 @@ class TestChildOptions(unittest.TestCase):
     changes what the child runs (a flag it dropped made --offload-state a
     no-op outside --only)."""
 
-    PARENT_ONLY = {"csv", "reference_csv", "only", "peak", "out"}
+    PARENT_ONLY = {"csv", "reference_csv", "floor", "only", "peak", "out"}
 
     def test_every_option_forwarded(self):
         import gpu_train
@@ -2047,7 +2122,7 @@ class TestChildRunner(unittest.TestCase):
     def test_train_csv(self):
         import gpu_train
         self.assertEqual(gpu_train.CONFIGS, {"a": "default", "b": "gpuheap", "c": "gpuheap_half_offload",
-                                             "d": "save_on_cpu"})
+                                             "d": "save_on_cpu", "f": "transfer_floor"})
         r = {"losses": [(1.5).hex(), (0.25).hex()], "ms_per_step": 15.04, "device_budget": 3 << 29,
              "bytes_moved_per_step": 1e9}
         with tempfile.TemporaryDirectory() as d:
