@@ -66,6 +66,17 @@ GH_HD uint32_t gh_set_bit_from(uint32_t x, uint32_t r) {
   return gh_ctz(hi ? hi : x);
 }
 
+/* k of the set bits of x, from the one of rank r % popc(x) on, wrapping to
+ * the lowest: all of x if it has k or fewer. Threads that pick from one
+ * word with distinct r take different bits (gh_chunks_take's retries). */
+GH_HD uint32_t gh_pick_spread(uint32_t x, uint32_t k, uint32_t r) {
+  const uint32_t n = gh_popc(x);
+  if (k >= n) return x;
+  const uint32_t want = gh_lowest_bits(gh_drop_lowest_bits(x, r % n), k);
+  const uint32_t got = gh_popc(want);
+  return got < k ? want | gh_lowest_bits(x, k - got) : want;
+}
+
 /* Mask of n bits starting at bit i (i + n <= 32). */
 GH_HD uint32_t gh_bit_range(uint32_t i, uint32_t n) { return (n >= 32u ? 0xFFFFFFFFu : ((1u << n) - 1u)) << i; }
 

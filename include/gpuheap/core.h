@@ -22,12 +22,15 @@
 
 #include "run.h"
 
-/* A reservation of `left` chunks on `page`, to be taken bit by bit. */
+/* A reservation of `left` chunks on `page`, to be taken bit by bit
+ * (gh_chunks_take: from word `cursor`, knowing `seen` of it; `spread`, the
+ * reservation's used_before, spreads its retries). */
 typedef struct gh_grant_s {
   uint32_t page;
   uint32_t left;
   uint32_t cursor;
   uint32_t seen;
+  uint32_t spread;
 } gh_grant_t;
 
 GH_FN void gh_grant_set(const gh_dheap_t* h, gh_grant_t* g, uint32_t p, uint32_t cls, uint32_t k, uint32_t used_before) {
@@ -35,6 +38,12 @@ GH_FN void gh_grant_set(const gh_dheap_t* h, gh_grant_t* g, uint32_t p, uint32_t
   g->left = k;
   g->cursor = gh_chunks_cursor(&h->classes[cls], used_before);
   g->seen = gh_chunks_seen(used_before);
+  g->spread = used_before;
+}
+
+/* Take chunks of grant g (class cls): gh_chunks_take on its fields. */
+GH_FN uint32_t gh_grant_take(const gh_dheap_t* h, gh_grant_t* g, const gh_class_t* cl) {
+  return gh_chunks_take(h, g->page, cl, &g->left, &g->cursor, &g->seen, g->spread);
 }
 
 GH_FN void* gh_chunk_ptr(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t idx) {
@@ -315,7 +324,7 @@ GH_FN void* gh_lane_malloc(const gh_dheap_t* h, size_t size, uint32_t slot, gh_r
   const uint32_t k = gh_grant_next(h, cls, slot, 1, &s, GH_SRC_DONE, rng, &g, probes);
   if (s.hs.refiller) gh_hint_abandon(h, cls, slot, &s.hs); /* served before a new page was needed */
   if (!k) return NULL;
-  const uint32_t bit = gh_chunks_take(h, g.page, &h->classes[cls], &g.left, &g.cursor, &g.seen);
+  const uint32_t bit = gh_grant_take(h, &g, &h->classes[cls]);
   return gh_chunk_ptr(h, g.page, cls, g.cursor * 32u + gh_ctz(bit));
 }
 

@@ -234,13 +234,19 @@ GH_FN void gh_hint_abandon(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_
  * word's real value from each fetch-or, so it never loads a word separately;
  * *seen_io is left holding what is known of word *cursor for the next call.
  * A fetch-or that finds some wanted bits already set takes the rest: it only
- * sets bits, so bits owned by others are left as they were. Returns the bits
- * taken (never 0) and their word in *cursor. Terminates because the
- * reservation guarantees *left free bits in the page. */
+ * sets bits, so bits owned by others are left as they were. A fetch-or that
+ * got none of its bits lost to other takers, who learned the same value:
+ * the next pick starts at the free bit of rank `spread` (the reservation's
+ * used_before, distinct for each reservation of the page) instead of the
+ * lowest, so that they do not collide again (bench/NOTES.md, device visit
+ * 22). Returns the bits taken (never 0) and their word in *cursor.
+ * Terminates because the reservation guarantees *left free bits in the
+ * page. */
 GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t* cl, uint32_t* left, uint32_t* cursor,
-                              uint32_t* seen_io) {
+                              uint32_t* seen_io, uint32_t spread) {
   uint32_t* bm = gh_chunk_bitmap(h, p);
   uint32_t w = *cursor, seen = *seen_io;
+  bool lost = false;
   for (;;) {
     const uint32_t valid = (w + 1u) * 32u <= cl->per_page ? 0xFFFFFFFFu : gh_bit_range(0, cl->per_page - w * 32u);
     const uint32_t free = ~seen & valid;
@@ -249,7 +255,7 @@ GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t*
       seen = 0u;
       continue;
     }
-    const uint32_t want = gh_lowest_bits(free, *left);
+    const uint32_t want = lost ? gh_pick_spread(free, *left, spread) : gh_lowest_bits(free, *left);
     const uint32_t old = gh_atomic_or_acquire(&bm[w], want);
     const uint32_t got = want & ~old;
     if (got) {
@@ -259,6 +265,7 @@ GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t*
       return got;
     }
     seen = old | want;
+    lost = true;
   }
 }
 

@@ -81,7 +81,7 @@ GH_DEV void* gh_warp_distribute(const gh_dheap_t* h, uint32_t mask, uint32_t hol
   do {
     uint32_t bits = 0, word = 0, more = 0;
     if (lane == holder && left) {
-      bits = gh_chunks_take(h, g->page, cl, &g->left, &g->cursor, &g->seen);
+      bits = gh_grant_take(h, g, cl);
       word = g->cursor;
       more = g->left;
     }
@@ -250,7 +250,7 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
     if (need & (1u << lane)) {
       gh_search_t ls = {GH_SRC_CLASS, {GH_NO_PAGE, GH_NO_PAGE, false}};
       if (gh_grant_next(h, cls, slot, 1, &ls, GH_SRC_DONE, &rng, &g, &probes)) {
-        const uint32_t bit = gh_chunks_take(h, g.page, &h->classes[cls], &g.left, &g.cursor, &g.seen);
+        const uint32_t bit = gh_grant_take(h, &g, &h->classes[cls]);
         ptr = gh_chunk_ptr(h, g.page, cls, g.cursor * 32u + gh_ctz(bit));
       }
     }

@@ -196,7 +196,8 @@ byte slot_refiller[NHINTS];         /* thread + 1 while a slot is REFILL, else 0
 #define PROTOCOL_LOCALS                                                      \
   byte r_old, r_undo, u_old, u_now, un_old, un_now;                          \
   bool c_won, i_won;                                                         \
-  byte t_free, t_want, t_old, t_got, t_i, t_cnt, rl_old, pr_old, pr_i;       \
+  byte t_free, t_want, t_old, t_got, t_i, t_cnt, t_r, rl_old, pr_old, pr_i;  \
+  bool t_lost;                                                               \
   byte rc_p, rc_w, rc_mask, rc_v, rc_q, rc_i; bool rc_ok;                    \
   byte rf_p; bool rf_won;                                                    \
   byte s_p, s_c, s_st, s_idx, s_freed; bool s_won, s_go;                     \
@@ -444,15 +445,30 @@ inline abandon(ab_cls, ab_slot) {
 }
 
 /* include/gpuheap/page.h: gh_chunks_take, for a one-word chunk bitmap.
- * Picks the lowest tk_left bits that tk_seen shows free (tk_seen all set:
- * wrap, with nothing known) and sets them with one fetch-or, which also
- * tells what the word held; takes what it got, else tries again with what
- * it learned. Each bit got is handed to this thread in the same step. The
- * reservation guarantees free bits, so after a fetch-or that got nothing
- * the word as learned must still show one (else the code would spin). */
+ * Picks tk_left bits that tk_seen shows free (tk_seen all set: wrap, with
+ * nothing known) and sets them with one fetch-or, which also tells what
+ * the word held; takes what it got, else tries again with what it learned.
+ * The first pick takes the lowest bits; a pick after a fetch-or that got
+ * nothing starts at any bit, wrapping (t_r, chosen freely: the code's
+ * gh_pick_spread starts at the free bit of rank `spread`). Each bit got is
+ * handed to this thread in the same step. The reservation guarantees free
+ * bits, so after a fetch-or that got nothing the word as learned must
+ * still show one (else the code would spin). */
 inline take(tk_p, tk_cls, tk_left, tk_seen) {
+  t_lost = false;
   do
-  :: d_step {
+  :: atomic {
+       t_r = 0;
+       if
+       :: t_lost ->
+          do
+          :: t_r < PPMAX - 1 -> t_r++
+          :: break
+          od
+       :: else -> skip
+       fi
+     };
+     d_step {
        t_free = ~(tk_seen) & VALID(tk_cls);
        if
        :: t_free == 0 -> tk_seen = 0; t_free = VALID(tk_cls)
@@ -462,7 +478,7 @@ inline take(tk_p, tk_cls, tk_left, tk_seen) {
        do
        :: t_i < PPMAX && t_cnt < (tk_left) ->
           if
-          :: (t_free >> t_i) & 1 -> t_want = t_want | (1 << t_i); t_cnt++
+          :: (t_free >> ((t_i + t_r) % PPMAX)) & 1 -> t_want = t_want | (1 << ((t_i + t_r) % PPMAX)); t_cnt++
           :: else -> skip
           fi;
           t_i++
@@ -492,17 +508,17 @@ inline take(tk_p, tk_cls, tk_left, tk_seen) {
        :: else -> break
        od;
        if
-       :: t_got == 0 -> CHECK(free_bit_left, (~(tk_seen) & VALID(tk_cls)) != 0)
+       :: t_got == 0 -> CHECK(free_bit_left, (~(tk_seen) & VALID(tk_cls)) != 0); t_lost = true
        :: else -> skip
        fi;
-       t_i = 0; t_cnt = 0; t_free = 0; t_old = 0; t_want = 0
+       t_i = 0; t_cnt = 0; t_free = 0; t_old = 0; t_want = 0; t_r = 0
      };
      if
      :: t_got != 0 -> break
      :: else -> skip
      fi
   od;
-  t_got = 0
+  t_got = 0; t_lost = false
 }
 
 /* include/gpuheap/page.h: gh_chunks_release of chunk rl_b of page rl_p (the

@@ -70,7 +70,25 @@ static void test_bits(void) {
           if (x & (1u << ((n + k) & 31u))) want = (n + k) & 31u;
         CHECK_EQ_U64(gh_set_bit_from(x, n), want);
       }
+      /* k bits of x from rank r on, wrapping: within x, min(k, popc) of them;
+       * rank 0 is the lowest bits; with k = 1, ranks 0 .. popc-1 pick
+       * popc different bits. */
+      const uint32_t r = s >> 7, pick = gh_pick_spread(x, n, r);
+      CHECK((pick & ~x) == 0 && gh_popc(pick) == gh_popc(lo));
+      CHECK(gh_pick_spread(x, n, 0) == lo);
+      if (n >= 1 && n < gh_popc(x)) { /* starts at the bit of rank r % popc */
+        const uint32_t first = gh_nth_set_bit(x, r % gh_popc(x));
+        CHECK((pick >> first) & 1u);
+        CHECK(r % gh_popc(x) + n > gh_popc(x) || (pick & ((1u << first) - 1u)) == 0);
+      }
     }
+    uint32_t all = 0;
+    for (uint32_t r = 0; r < gh_popc(x); r++) {
+      const uint32_t one = gh_pick_spread(x, 1, r);
+      CHECK(gh_popc(one) == 1 && (one & all) == 0);
+      all |= one;
+    }
+    CHECK(all == x);
   }
   CHECK(gh_run_starts(0xFFFFFFFFu, 32) == 1u && gh_run_starts(0x7FFFFFFFu, 32) == 0u);
   CHECK(gh_bit_range(0, 32) == 0xFFFFFFFFu && gh_bit_range(4, 0) == 0u && gh_bit_range(30, 2) == 0xC0000000u);

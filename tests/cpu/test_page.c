@@ -43,8 +43,22 @@ static void test_transitions(void) {
   CHECK(gh_atomic_load_relaxed(&h->xcount[5]) == (GH_COUNT_OPEN | gh_count_class(cls) | 3u));
   gh_grant_t g;
   gh_grant_set(h, &g, 5, cls, 3, 0);
-  uint32_t bits = gh_chunks_take(h, 5, &h->classes[cls], &g.left, &g.cursor, &g.seen);
+  uint32_t bits = gh_grant_take(h, &g, &h->classes[cls]);
   CHECK(bits == 0x7u && g.left == 0 && g.cursor == 0);
+
+  /* A take whose first fetch-or gets nothing (its guessed bits were taken
+   * meanwhile) picks again from the free bit of rank `spread` on, not the
+   * lowest, so that the takers that lost beside it pick apart. */
+  for (uint32_t spread = 0; spread < 6; spread++) {
+    uint32_t* bm = gh_chunk_bitmap(h, 5);
+    bm[0] = 0xFu | (1u << 6); /* 0-3 and 6 taken; free from 4: 4, 5, 7, 8, ... */
+    uint32_t left = 2, cursor = 0, seen = 0;
+    const uint32_t got = gh_chunks_take(h, 5, &h->classes[cls], &left, &cursor, &seen, spread);
+    const uint32_t free_bits[] = {4, 5, 7, 8, 9, 10, 11};
+    CHECK(left == 0 && cursor == 0);
+    CHECK(got == ((1u << free_bits[spread]) | (1u << free_bits[spread + 1])));
+    bm[0] = 0x7u; /* the grant's three chunks as before */
+  }
 
   /* Wrong class, then over-capacity: partial grant of what is left. */
   CHECK(gh_page_reserve(h, 5, cls + 1, 1, &used) == 0);
@@ -76,13 +90,13 @@ static void test_transitions(void) {
   CHECK(gh_grant_from_new_page(h, 7, cls, 1, 1, &hs, &hg) == 1 && !hs.refiller && hs.seen == 7);
   CHECK(*gh_hint_slot(h, cls, 1) == 7);
   CHECK(gh_atomic_load_relaxed(&h->xcount[7]) == (GH_COUNT_OPEN | GH_COUNT_PINNED | gh_count_class(cls) | 1u));
-  CHECK(gh_chunks_take(h, 7, &h->classes[cls], &hg.left, &hg.cursor, &hg.seen) == 1u);
+  CHECK(gh_grant_take(h, &hg, &h->classes[cls]) == 1u);
   CHECK(gh_chunks_release(h, 7, 0, 1u) == 1u);
   gh_page_unreserve(h, 7, 1);
   CHECK(gh_atomic_load_relaxed(&h->xcount[7]) == (GH_COUNT_OPEN | GH_COUNT_PINNED | gh_count_class(cls)));
   /* Fill page 7; the next thread finds it full and becomes the refiller. */
   CHECK(gh_grant_from_hint(h, cls, 1, per, &hs, &hg) == per && !hs.refiller);
-  while (hg.left) gh_chunks_take(h, 7, &h->classes[cls], &hg.left, &hg.cursor, &hg.seen);
+  while (hg.left) gh_grant_take(h, &hg, &h->classes[cls]);
   CHECK(gh_grant_from_hint(h, cls, 1, 1, &hs, &hg) == 0 && hs.refiller && hs.old == 7);
   /* Others wait (bounded) and then search alone, without changing the slot. */
   gh_hint_t other;
@@ -96,7 +110,7 @@ static void test_transitions(void) {
   CHECK(page_settled_free(h, 7));
   /* Taking a page's last chunks as part of a larger request makes the taker
    * the refiller; one that gives up leaves the slot empty, the page unpinned. */
-  gh_chunks_take(h, 8, &h->classes[cls], &hg.left, &hg.cursor, &hg.seen);
+  gh_grant_take(h, &hg, &h->classes[cls]);
   CHECK(gh_grant_from_hint(h, cls, 1, per, &hs, &hg) == per - 1 && hs.refiller && hs.old == 8);
   gh_page_unreserve(h, 8, per - 1); /* give the grant back untaken */
   gh_hint_abandon(h, cls, 1, &hs);
@@ -209,7 +223,7 @@ static void* race_thread(void* argp) {
       a->formats++;
     }
     uint32_t left = 1, cursor = gh_chunks_cursor(cl, used), seen = gh_chunks_seen(used);
-    const uint32_t bit = gh_chunks_take(h, 0, cl, &left, &cursor, &seen);
+    const uint32_t bit = gh_chunks_take(h, 0, cl, &left, &cursor, &seen, used);
     const uint32_t idx = cursor * 32 + gh_ctz(bit);
     uint8_t* chunk = gh_page_ptr(h, 0) + (size_t)idx * cl->size;
     memset(chunk, (int)a->id, cl->size);
