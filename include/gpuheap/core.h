@@ -23,14 +23,12 @@
 #include "run.h"
 
 /* A reservation of `left` chunks on `page`, to be taken bit by bit
- * (gh_chunks_take: from word `cursor`, knowing `seen` of it; `spread`, the
- * reservation's used_before, spreads its retries). */
+ * (gh_chunks_take: from word `cursor`, knowing `seen` of it). */
 typedef struct gh_grant_s {
   uint32_t page;
   uint32_t left;
   uint32_t cursor;
   uint32_t seen;
-  uint32_t spread;
 } gh_grant_t;
 
 GH_FN void gh_grant_set(const gh_dheap_t* h, gh_grant_t* g, uint32_t p, uint32_t cls, uint32_t k, uint32_t used_before) {
@@ -38,12 +36,11 @@ GH_FN void gh_grant_set(const gh_dheap_t* h, gh_grant_t* g, uint32_t p, uint32_t
   g->left = k;
   g->cursor = gh_chunks_cursor(&h->classes[cls], used_before);
   g->seen = gh_chunks_seen(used_before);
-  g->spread = used_before;
 }
 
 /* Take chunks of grant g (class cls): gh_chunks_take on its fields. */
 GH_FN uint32_t gh_grant_take(const gh_dheap_t* h, gh_grant_t* g, const gh_class_t* cl) {
-  return gh_chunks_take(h, g->page, cl, &g->left, &g->cursor, &g->seen, g->spread);
+  return gh_chunks_take(h, g->page, cl, &g->left, &g->cursor, &g->seen);
 }
 
 GH_FN void* gh_chunk_ptr(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t idx) {

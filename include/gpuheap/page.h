@@ -228,6 +228,22 @@ GH_FN void gh_hint_abandon(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_
   hs->seen = GH_DROPPED;
 }
 
+/* A number that differs between threads, drawn where a take lost its
+ * fetch-or, so that the fast path keeps no register for it (a grant field
+ * raised the alloc kernel from 80 to 84 registers, which cost it a block a
+ * SM: 16 B -20 %, bench/NOTES.md, device visit 22): the SM's clock on the
+ * device (takers that lost together read it cycles apart, on SMs whose
+ * clocks are not aligned); the address of the taker's own count (a stack
+ * of its own per thread) on the CPU. */
+GH_FN uint32_t gh_take_spread(const uint32_t* left) {
+#if GH_ON_DEVICE
+  (void)left;
+  return (uint32_t)clock();
+#else
+  return (uint32_t)((uintptr_t)left >> 4);
+#endif
+}
+
 /* Take up to *left of the chunks reserved on page p, from one bitmap word:
  * model `take`. Starts at word *cursor with a guess of which bits are taken
  * (*seen_io, e.g. the bump position implied by used_before) and learns the
@@ -236,14 +252,13 @@ GH_FN void gh_hint_abandon(const gh_dheap_t* h, uint32_t cls, uint32_t slot, gh_
  * A fetch-or that finds some wanted bits already set takes the rest: it only
  * sets bits, so bits owned by others are left as they were. A fetch-or that
  * got none of its bits lost to other takers, who learned the same value:
- * the next pick starts at the free bit of rank `spread` (the reservation's
- * used_before, distinct for each reservation of the page) instead of the
- * lowest, so that they do not collide again (bench/NOTES.md, device visit
- * 22). Returns the bits taken (never 0) and their word in *cursor.
- * Terminates because the reservation guarantees *left free bits in the
- * page. */
+ * the next pick starts at a free bit of rank drawn by gh_take_spread
+ * instead of the lowest, so that they do not collide again (bench/NOTES.md,
+ * device visit 22). Returns the bits taken (never 0) and their word in
+ * *cursor. Terminates because the reservation guarantees *left free bits
+ * in the page. */
 GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t* cl, uint32_t* left, uint32_t* cursor,
-                              uint32_t* seen_io, uint32_t spread) {
+                              uint32_t* seen_io) {
   uint32_t* bm = gh_chunk_bitmap(h, p);
   uint32_t w = *cursor, seen = *seen_io;
   bool lost = false;
@@ -255,7 +270,7 @@ GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t*
       seen = 0u;
       continue;
     }
-    const uint32_t want = lost ? gh_pick_spread(free, *left, spread) : gh_lowest_bits(free, *left);
+    const uint32_t want = lost ? gh_pick_spread(free, *left, gh_take_spread(left)) : gh_lowest_bits(free, *left);
     const uint32_t old = gh_atomic_or_acquire(&bm[w], want);
     const uint32_t got = want & ~old;
     if (got) {

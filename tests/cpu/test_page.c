@@ -47,16 +47,18 @@ static void test_transitions(void) {
   CHECK(bits == 0x7u && g.left == 0 && g.cursor == 0);
 
   /* A take whose first fetch-or gets nothing (its guessed bits were taken
-   * meanwhile) picks again from the free bit of rank `spread` on, not the
-   * lowest, so that the takers that lost beside it pick apart. */
-  for (uint32_t spread = 0; spread < 6; spread++) {
+   * meanwhile) picks again from the free bit of rank gh_take_spread(left)
+   * on, not the lowest, so that the takers that lost beside it pick apart
+   * (on the CPU the spread is the address of the taker's count). */
+  {
     uint32_t* bm = gh_chunk_bitmap(h, 5);
-    bm[0] = 0xFu | (1u << 6); /* 0-3 and 6 taken; free from 4: 4, 5, 7, 8, ... */
+    bm[0] = 0xFu | (1u << 6); /* 0-3 and 6 taken; free: 4, 5, 7, 8, ..., per - 1 */
     uint32_t left = 2, cursor = 0, seen = 0;
-    const uint32_t got = gh_chunks_take(h, 5, &h->classes[cls], &left, &cursor, &seen, spread);
-    const uint32_t free_bits[] = {4, 5, 7, 8, 9, 10, 11};
-    CHECK(left == 0 && cursor == 0);
-    CHECK(got == ((1u << free_bits[spread]) | (1u << free_bits[spread + 1])));
+    const uint32_t free_now = ~bm[0] & gh_bit_range(0, per < 32 ? per : 32);
+    const uint32_t want = gh_pick_spread(free_now, 2, gh_take_spread(&left));
+    const uint32_t got = gh_chunks_take(h, 5, &h->classes[cls], &left, &cursor, &seen);
+    CHECK(left == 0 && cursor == 0 && got == want && gh_popc(got) == 2);
+    CHECK(gh_take_spread(&left) % gh_popc(free_now) == 0 || got != gh_lowest_bits(free_now, 2));
     bm[0] = 0x7u; /* the grant's three chunks as before */
   }
 
@@ -223,7 +225,7 @@ static void* race_thread(void* argp) {
       a->formats++;
     }
     uint32_t left = 1, cursor = gh_chunks_cursor(cl, used), seen = gh_chunks_seen(used);
-    const uint32_t bit = gh_chunks_take(h, 0, cl, &left, &cursor, &seen, used);
+    const uint32_t bit = gh_chunks_take(h, 0, cl, &left, &cursor, &seen);
     const uint32_t idx = cursor * 32 + gh_ctz(bit);
     uint8_t* chunk = gh_page_ptr(h, 0) + (size_t)idx * cl->size;
     memset(chunk, (int)a->id, cl->size);
