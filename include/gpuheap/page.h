@@ -251,10 +251,14 @@ GH_FN uint32_t gh_take_spread(const uint32_t* left) {
  * *seen_io is left holding what is known of word *cursor for the next call.
  * A fetch-or that finds some wanted bits already set takes the rest: it only
  * sets bits, so bits owned by others are left as they were. A fetch-or that
- * got none of its bits lost to other takers, who learned the same value:
- * the next pick starts at a free bit of rank drawn by gh_take_spread
- * instead of the lowest, so that they do not collide again (bench/NOTES.md,
- * device visit 22). Returns the bits taken (never 0) and their word in
+ * got none of its bits lost to other takers, who learned the same value.
+ * Where the word then shows free bits below taken ones (frees left holes,
+ * so the reservations' counts no longer say where their bits are), the next
+ * pick starts at a free bit of rank drawn by gh_take_spread instead of the
+ * lowest, so that those takers do not collide again; where the taken bits
+ * are a prefix of the word (a page filled in order), the lowest free bits
+ * are the ones the next reservations' counts point past, and the pick
+ * stays there (bench/NOTES.md, device visit 22). Returns the bits taken (never 0) and their word in
  * *cursor. Terminates because the reservation guarantees *left free bits
  * in the page. */
 GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t* cl, uint32_t* left, uint32_t* cursor,
@@ -270,7 +274,8 @@ GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t*
       seen = 0u;
       continue;
     }
-    const uint32_t want = lost ? gh_pick_spread(free, *left, gh_take_spread(left)) : gh_lowest_bits(free, *left);
+    const uint32_t want = lost && (seen & (seen + 1u)) != 0u ? gh_pick_spread(free, *left, gh_take_spread(left))
+                                                             : gh_lowest_bits(free, *left);
     const uint32_t old = gh_atomic_or_acquire(&bm[w], want);
     const uint32_t got = want & ~old;
     if (got) {

@@ -59,6 +59,11 @@ static void test_transitions(void) {
     const uint32_t got = gh_chunks_take(h, 5, &h->classes[cls], &left, &cursor, &seen);
     CHECK(left == 0 && cursor == 0 && got == want && gh_popc(got) == 2);
     CHECK(gh_take_spread(&left) % gh_popc(free_now) == 0 || got != gh_lowest_bits(free_now, 2));
+    /* Taken bits that are a prefix of the word (a page filled in order):
+     * the retry takes the lowest free bits, where later counts point past. */
+    bm[0] = 0xFu;
+    left = 2, cursor = 0, seen = 0;
+    CHECK(gh_chunks_take(h, 5, &h->classes[cls], &left, &cursor, &seen) == 0x30u && left == 0);
     bm[0] = 0x7u; /* the grant's three chunks as before */
   }
 
