@@ -244,6 +244,46 @@ GH_FN uint32_t gh_take_spread(const uint32_t* left) {
 #endif
 }
 
+/* One fetch-or of gh_chunks_take on word w, of which `free` (not 0) are
+ * the bits known free: the lowest *left of them, or with `spread` *left of
+ * them from a free bit of rank drawn by gh_take_spread. Returns the bits
+ * got (0: lost); *seen_io then holds what was learned of the word. */
+GH_FN uint32_t gh_chunks_try(uint32_t* bm, uint32_t w, uint32_t free, uint32_t* left, uint32_t* seen_io, bool spread) {
+  const uint32_t want = spread ? gh_pick_spread(free, *left, gh_take_spread(left)) : gh_lowest_bits(free, *left);
+  const uint32_t old = gh_atomic_or_acquire(&bm[w], want);
+  *seen_io = old | want;
+  return want & ~old;
+}
+
+/* The bits of chunk-bitmap word w that are chunks of the class, and the
+ * word after w (wrapping). */
+GH_FN uint32_t gh_chunks_valid(const gh_class_t* cl, uint32_t w) {
+  return (w + 1u) * 32u <= cl->per_page ? 0xFFFFFFFFu : gh_bit_range(0, cl->per_page - w * 32u);
+}
+GH_FN uint32_t gh_chunks_next_word(const gh_class_t* cl, uint32_t w) { return (w + 1u == cl->words) ? 0u : w + 1u; }
+
+/* gh_chunks_take after a lost fetch-or (kept apart, so that the first try
+ * runs the code it ran before the spread: bench/NOTES.md, device visit
+ * 22): tries again, spread where the word shows holes. */
+GH_FN_SLOW uint32_t gh_chunks_take_lost(uint32_t* bm, const gh_class_t* cl, uint32_t* left, uint32_t* cursor,
+                                        uint32_t* seen_io, uint32_t w, uint32_t seen) {
+  for (;;) {
+    const uint32_t free = ~seen & gh_chunks_valid(cl, w);
+    if (free == 0u) {
+      w = gh_chunks_next_word(cl, w);
+      seen = 0u;
+      continue;
+    }
+    const uint32_t got = gh_chunks_try(bm, w, free, left, &seen, (seen & (seen + 1u)) != 0u);
+    if (got) {
+      *left -= gh_popc(got);
+      *cursor = w;
+      *seen_io = seen;
+      return got;
+    }
+  }
+}
+
 /* Take up to *left of the chunks reserved on page p, from one bitmap word:
  * model `take`. Starts at word *cursor with a guess of which bits are taken
  * (*seen_io, e.g. the bump position implied by used_before) and learns the
@@ -258,34 +298,26 @@ GH_FN uint32_t gh_take_spread(const uint32_t* left) {
  * lowest, so that those takers do not collide again; where the taken bits
  * are a prefix of the word (a page filled in order), the lowest free bits
  * are the ones the next reservations' counts point past, and the pick
- * stays there (bench/NOTES.md, device visit 22). Returns the bits taken (never 0) and their word in
- * *cursor. Terminates because the reservation guarantees *left free bits
- * in the page. */
+ * stays there (bench/NOTES.md, device visit 22). Returns the bits taken
+ * (never 0) and their word in *cursor. Terminates because the reservation
+ * guarantees *left free bits in the page. */
 GH_FN uint32_t gh_chunks_take(const gh_dheap_t* h, uint32_t p, const gh_class_t* cl, uint32_t* left, uint32_t* cursor,
                               uint32_t* seen_io) {
   uint32_t* bm = gh_chunk_bitmap(h, p);
   uint32_t w = *cursor, seen = *seen_io;
-  bool lost = false;
   for (;;) {
-    const uint32_t valid = (w + 1u) * 32u <= cl->per_page ? 0xFFFFFFFFu : gh_bit_range(0, cl->per_page - w * 32u);
-    const uint32_t free = ~seen & valid;
+    const uint32_t free = ~seen & gh_chunks_valid(cl, w);
     if (free == 0u) {
-      w = (w + 1u == cl->words) ? 0u : w + 1u;
+      w = gh_chunks_next_word(cl, w);
       seen = 0u;
       continue;
     }
-    const uint32_t want = lost && (seen & (seen + 1u)) != 0u ? gh_pick_spread(free, *left, gh_take_spread(left))
-                                                             : gh_lowest_bits(free, *left);
-    const uint32_t old = gh_atomic_or_acquire(&bm[w], want);
-    const uint32_t got = want & ~old;
-    if (got) {
-      *left -= gh_popc(got);
-      *cursor = w;
-      *seen_io = old | want;
-      return got;
-    }
-    seen = old | want;
-    lost = true;
+    const uint32_t got = gh_chunks_try(bm, w, free, left, &seen, false);
+    if (!got) return gh_chunks_take_lost(bm, cl, left, cursor, seen_io, w, seen);
+    *left -= gh_popc(got);
+    *cursor = w;
+    *seen_io = seen;
+    return got;
   }
 }
 
