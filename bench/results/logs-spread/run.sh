@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device visit 22: the GPU tests and compute-sanitizer at the tree as it
 # is (GH_REV), then the tree against itself with spread.patch reversed
-# (the pick before f43727f; v1 measured f43727f itself, v2 b217c83), alternated three rounds, rows churn,
+# (the pick before f43727f; v1 measured f43727f itself, v2 b217c83, v3 55f55e6), alternated three rounds, rows churn,
 # mixed, 16, 256, 1024 at 2^20 threads, medians of 5; the kernels'
 # registers of each build. expectation.txt was written before. $OUT set by
 # the device tool.
