@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device visit 22: the GPU tests and compute-sanitizer at the tree as it
-# is (GH_REV), then the tree against itself with spread.patch reversed
+# is (GH_REV), then the tree against itself with v1/spread.patch reversed
 # (the pick before f43727f), alternated three rounds, rows churn,
 # mixed, 16, 256, 1024 at 2^20 threads, medians of 5; the kernels'
 # registers of each build. expectation.txt was written before. $OUT set by
@@ -12,7 +12,7 @@ here=$PWD
 base=/tmp/gh-base
 rm -rf "$base" && mkdir -p "$base"
 tar --exclude='./build*' --exclude=./bench/results -cf - . | tar -xf - -C "$base"
-(cd "$base" && patch -R -p1 < "$here/bench/results/logs-spread/spread.patch" > /dev/null && echo "base: patch reversed")
+(cd "$base" && patch -R -p1 < "$here/bench/results/logs-spread/v1/spread.patch" > /dev/null && echo "base: patch reversed")
 for d in "$here" "$base"; do
   (cd "$d" && cmake -S . -B build-ab -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPUHEAP_BUILD_TESTS=OFF \
      -DGPUHEAP_BUILD_PROOFS=OFF > /dev/null && cmake --build build-ab --target gh_stress -j 8 > /dev/null; echo "$d build rc=$?") &
