@@ -11,9 +11,11 @@
  * deterministic sweep of every word from a random start; runs of more than
  * 32 pages go straight to a first-fit sweep from word 0. In the sweep a run
  * is found whenever the bitmap, as read, has n free pages in a row, so a
- * quiescent heap never returns NULL while it has room. Before giving up, the
- * sweep takes back empty pages that only a hint slot still holds
- * (gh_steal_pinned), since those are room too.
+ * quiescent heap never returns NULL while it has room. Before giving up, a
+ * run of a frame or more takes the empty pages that hint slots hold in its
+ * frames along with its free pages (gh_frame_take), and then the sweep takes
+ * back empty pages that only a hint slot still holds (gh_steal_pinned),
+ * since those are room too.
  */
 #ifndef GPUHEAP_RUN_H
 #define GPUHEAP_RUN_H
@@ -158,6 +160,83 @@ GH_FN_SLOW uint32_t gh_steal_pinned_in(const gh_dheap_t* h, uint32_t p0, uint32_
 /* The same over the whole heap: an allocation that found no room. */
 GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) { return gh_steal_pinned_in(h, 0u, h->n_pages); }
 
+/* Take the empty page p that a hint slot holds into a run being claimed:
+ * take it out of its slot (the CAS of the slot from p to GH_DROPPED, which
+ * gives this thread the pin), then close it with its bit still set (the
+ * CAS of xcount from OPEN|PINNED|class|0 to 0): the page goes from the
+ * slot to the run with no moment free, so no refill can take it in
+ * between. false, with nothing changed, if the page is not such a page
+ * any more; a page reserved from after it left its slot is unpinned as the
+ * slot's owner would (it lives on). Model `take_held`. */
+GH_FN_SLOW bool gh_page_take_held(const gh_dheap_t* h, uint32_t p) {
+  uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
+  if ((c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) != (GH_COUNT_OPEN | GH_COUNT_PINNED)) return false;
+  const uint32_t st = gh_atomic_load_relaxed(&h->xstate[p]);
+  if (gh_state_kind(st) != GH_STATE_KIND_CHUNK) return false; /* see gh_steal_pinned_in */
+  uint32_t expected = p;
+  if (!gh_atomic_cas_acq_rel(gh_hint_slot(h, gh_state_class(st), gh_state_slot(st)), &expected, GH_DROPPED))
+    return false;
+  if (!gh_atomic_cas_acq_rel(&h->xcount[p], &c, 0u)) {
+    gh_page_unpin(h, p);
+    return false;
+  }
+  gh_room_clear(h, gh_count_cls(c), p);
+  gh_atomic_store_release(&h->xstate[p], GH_STATE_FREE);
+  return true;
+}
+
+/* Whether page p (its bit set) is an empty page that only a hint slot
+ * holds, as read. */
+GH_FN bool gh_page_held_empty(const gh_dheap_t* h, uint32_t p) {
+  const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
+  return (c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) == (GH_COUNT_OPEN | GH_COUNT_PINNED) &&
+         gh_state_kind(gh_atomic_load_relaxed(&h->xstate[p])) == GH_STATE_KIND_CHUNK;
+}
+
+/* Claim the run of n pages at s when its pages are free or empty pages held
+ * by hint slots: a frame run's last resort before gh_steal_pinned (which
+ * frees such pages for anyone, so that a refill beside it can take them
+ * back before the run's claim: bench/NOTES.md, device visit 21). A look
+ * first, which changes nothing, then word by word in ascending order: the
+ * free pages of the word by one fetch-or, then its held pages by
+ * gh_page_take_held. A page in use, a free page lost to another claim or a
+ * held page that could not be taken gives back everything taken so far
+ * (its pages are free then: bits only) and returns false; *blocked is then
+ * the page in use the look found (no run that holds it can be had), or s.
+ * Model `frame_take`. */
+GH_FN_SLOW bool gh_frame_take(const gh_dheap_t* h, uint32_t s, uint32_t n, uint32_t* blocked) {
+  const uint32_t end = s + n;
+  *blocked = s;
+  for (uint32_t p = s; p < end; p++)
+    if ((gh_atomic_load_relaxed(&h->xpages[p >> 5]) >> (p & 31u)) & 1u && !gh_page_held_empty(h, p)) {
+      *blocked = p;
+      return false;
+    }
+  for (uint32_t p = s; p < end;) {
+    const uint32_t w = p >> 5, lo = p & 31u, cnt = (end - p < 32u - lo) ? end - p : 32u - lo;
+    const uint32_t mask = gh_bit_range(lo, cnt);
+    const uint32_t free = mask & ~gh_atomic_load_relaxed(&h->xpages[w]);
+    uint32_t mine = gh_pages_claim(h, w, free);
+    bool ok = mine == free;
+    for (uint32_t held = mask & ~free; ok && held; held &= held - 1u) {
+      const uint32_t bit = held & (0u - held);
+      ok = gh_page_take_held(h, (w << 5) + gh_ctz(bit));
+      if (ok) mine |= bit;
+    }
+    if (!ok) {
+      if (mine) gh_pages_release(h, w, mine);
+      for (uint32_t q = s; q < p;) { /* the words before: all the run's */
+        const uint32_t qw = q >> 5, qlo = q & 31u, qc = (p - q < 32u - qlo) ? p - q : 32u - qlo;
+        gh_pages_release(h, qw, gh_bit_range(qlo, qc));
+        q += qc;
+      }
+      return false;
+    }
+    p += cnt;
+  }
+  return true;
+}
+
 /* Claim a free page of word w, whose value was read as v: the first free
  * one from bit r on (r spreads threads that race for one word): model
  * `claim_in_word`. */
@@ -230,6 +309,15 @@ GH_FN_SLOW uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng,
   const bool large = n > 32u;
   uint32_t s = large ? GH_NO_PAGE : gh_run_find_claim(h, n, gh_rng_below(rng, h->n_words), h->probe_limit, probes);
   if (s == GH_NO_PAGE) s = gh_run_find_claim(h, n, large ? 0u : gh_rng_below(rng, h->n_words), h->n_words + 1u, probes);
+  /* A frame run takes the empty pages that hint slots hold in its frames
+   * together with the free ones, first fit from the bottom. */
+  if (s == GH_NO_PAGE && n >= gh_frame_pages(h)) {
+    const uint32_t fp = gh_frame_pages(h);
+    for (uint32_t f = 0, blocked = 0; f + n <= h->n_pages; f = (blocked / fp + 1u) * fp) {
+      (*probes)++;
+      if (gh_frame_take(h, f, n, &blocked)) return f;
+    }
+  }
   if (s == GH_NO_PAGE && gh_steal_pinned(h) != 0u) s = gh_run_find_claim(h, n, 0u, h->n_words + 1u, probes);
   return s;
 }

@@ -198,6 +198,8 @@ byte slot_refiller[NHINTS];         /* thread + 1 while a slot is REFILL, else 0
   bool c_won, i_won;                                                         \
   byte t_free, t_want, t_old, t_got, t_i, t_cnt, t_r, rl_old, pr_old, pr_i;  \
   bool t_lost;                                                               \
+  byte ft_p, ft_w, ft_mask, ft_free, ft_mine, ft_q, ft_i, th_c, th_st, th_idx; \
+  bool ft_ok, th_won;                                                        \
   byte rc_p, rc_w, rc_mask, rc_v, rc_q, rc_i; bool rc_ok;                    \
   byte rf_p; bool rf_won;                                                    \
   byte s_p, s_c, s_st, s_idx, s_freed; bool s_won, s_go;                     \
@@ -689,6 +691,147 @@ inline steal_in(st_lo, st_hi, st_freed) {
 
 inline steal(st_all_freed) { steal_in(0, NPAGES, st_all_freed) }
 
+/* include/gpuheap/run.h: gh_page_take_held. A load of xcount; if it reads
+ * OPEN|PINNED|0, a load of xstate, which must be a CHUNK state naming the
+ * hint slot; CAS of that slot from the page to DROPPED (the winner has the
+ * pin); then CAS of xcount from the value read to 0, which closes the page
+ * with its bit still set: the page goes from its slot to the run (ghost)
+ * in that step, never free between; a store of FREE to xstate follows. A
+ * close that fails (a reservation came in through the slot as read
+ * before) unpins the page, which lives on. th_ok: taken.
+ * MUTATION_TAKE_HELD_STORE: the close is a plain store of 0. */
+inline take_held(th_p, th_ok) {
+  th_ok = false;
+  th_c = xcount[th_p];
+  if
+  :: (th_c & (C_OPEN | C_PINNED | C_USED_MASK)) == (C_OPEN | C_PINNED) ->
+     th_st = xstate[th_p];
+     if
+     :: S_KIND(th_st) == S_KIND_CHUNK ->
+        th_idx = S_CLASS(th_st) * NSLOTS + S_SLOT(th_st);
+        CHECK(slot_in_range, th_idx < NHINTS);
+        d_step {
+          if
+          :: xhints[th_idx] == th_p -> xhints[th_idx] = DROPPED; th_won = true
+          :: else -> th_won = false
+          fi
+        };
+        if
+        :: th_won ->
+           d_step {
+#ifdef MUTATION_TAKE_HELD_STORE
+             if
+             :: true ->
+#else
+             if
+             :: xcount[th_p] == th_c ->
+#endif
+                xcount[th_p] = 0;
+                CHECK(page_unused, page_owner[th_p] == G_CHUNKS && chunk_owner[(th_p) * PPMAX] == 0 &&
+                                   chunk_owner[(th_p) * PPMAX + 1] == 0 && xchunks[th_p] == 0);
+                page_owner[th_p] = G_RUN(me);
+                th_ok = true
+             :: else -> skip
+             fi
+           };
+           if
+           :: th_ok -> xstate[th_p] = S_FREE
+           :: else -> unpin(th_p)
+           fi
+        :: else -> skip
+        fi
+     :: else -> skip
+     fi
+  :: else -> skip
+  fi;
+  th_c = 0; th_st = 0; th_idx = 0; th_won = false
+}
+
+/* include/gpuheap/run.h: gh_frame_take of the run at ft_s (its look
+ * first, which changes nothing, left out: any start may be tried). Word by
+ * word in ascending order: a load of the word; one fetch-or of the run's
+ * bits that read free (the pages got are this thread's, ghost); then each
+ * page of the run's bits that read set, by take_held. A free page lost to
+ * another claim or a held page not taken gives back the bits got in this
+ * word and every bit of the words before (all the run's), and the result
+ * is false. */
+inline frame_take(ft_s, ft_res) {
+  ft_res = true;
+  ft_p = (ft_s);
+  do
+  :: ft_p < (ft_s) + RUNLEN ->
+     d_step {
+       ft_w = ft_p / WORDBITS;
+       ft_mask = 0;
+       ft_q = ft_p;
+       do
+       :: ft_q < (ft_s) + RUNLEN && ft_q / WORDBITS == ft_w -> ft_mask = ft_mask | (1 << (ft_q % WORDBITS)); ft_q++
+       :: else -> break
+       od
+     };
+     ft_free = ft_mask & ~xpages[ft_w];
+     d_step {
+       ft_mine = ft_free & ~xpages[ft_w];
+       xpages[ft_w] = xpages[ft_w] | ft_free;
+       ft_i = 0;
+       do
+       :: ft_i < WORDBITS ->
+          if
+          :: (ft_mine >> ft_i) & 1 ->
+             CHECK(page_was_free, page_owner[ft_w * WORDBITS + ft_i] == G_FREE);
+             page_owner[ft_w * WORDBITS + ft_i] = G_RUN(me)
+          :: else -> skip
+          fi;
+          ft_i++
+       :: else -> break
+       od;
+       ft_i = 0;
+       ft_ok = (ft_mine == ft_free)
+     };
+     do
+     :: ft_ok && ft_i < WORDBITS ->
+        if
+        :: ((ft_mask & ~ft_free) >> ft_i) & 1 ->
+           take_held(ft_w * WORDBITS + ft_i, ft_ok);
+           if
+           :: ft_ok -> ft_mine = ft_mine | (1 << ft_i)
+           :: else -> skip
+           fi
+        :: else -> skip
+        fi;
+        ft_i++
+     :: else -> break
+     od;
+     ft_i = 0;
+     if
+     :: !ft_ok ->
+        if
+        :: ft_mine != 0 -> pages_release(ft_w, ft_mine)
+        :: else -> skip
+        fi;
+        ft_q = (ft_s);
+        do
+        :: ft_q < ft_p ->
+           d_step {
+             ft_w = ft_q / WORDBITS;
+             ft_mask = 0;
+             do
+             :: ft_q < ft_p && ft_q / WORDBITS == ft_w -> ft_mask = ft_mask | (1 << (ft_q % WORDBITS)); ft_q++
+             :: else -> break
+             od
+           };
+           pages_release(ft_w, ft_mask)
+        :: else -> break
+        od;
+        ft_res = false;
+        break
+     :: else -> ft_p = ft_q
+     fi
+  :: else -> break
+  od;
+  ft_p = 0; ft_w = 0; ft_mask = 0; ft_free = 0; ft_mine = 0; ft_q = 0; ft_ok = false
+}
+
 /* include/gpuheap/run.h: gh_page_claim_in_word. Claims the first page of
  * word cw_w that cw_v shows free from some bit on (the code: from a random
  * bit, wrapping), by fetch-or of its bit; learns the word from the fetch-or
@@ -1066,11 +1209,18 @@ inline free_chunk(fc_ci) {
 }
 
 /* include/gpuheap/core.h: gh_lane_malloc of a run: gh_run_alloc (the
- * search, abstracted to any start it may propose; gh_run_claim; after
- * gh_steal_pinned, once more), then gh_run_mark (a store of HEAD). */
+ * search, abstracted to any start it may propose; gh_run_claim; then, as
+ * for a frame run, gh_frame_take at any start; after gh_steal_pinned,
+ * gh_run_claim once more), then gh_run_mark (a store of HEAD). */
 inline malloc_run() {
   PICK(p, 0, NPAGES - RUNLEN);
   run_claim(p, ok);
+  if
+  :: !ok ->
+     PICK(p, 0, NPAGES - RUNLEN);
+     frame_take(p, ok)
+  :: else -> skip
+  fi;
   if
   :: !ok ->
      steal(s_freed);

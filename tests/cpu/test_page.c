@@ -203,6 +203,63 @@ static void test_frame_runs(void) {
   gh_cpu_heap_destroy(heap);
 }
 
+/* A frame run's last resort (gh_frame_take): a frame whose pages are free
+ * or empty pages that hint slots hold is claimed whole, the held pages
+ * going from their slots to the run without ever being free; a frame with
+ * a page in use, or a held page that cannot be taken, is left as it was.
+ * 64 KiB pages: a frame is 32 pages, one bitmap word; each frame gets a
+ * held page at offset 5. */
+static void hold_empty(const gh_dheap_t* h, uint32_t p, uint32_t cls, uint32_t slot) {
+  CHECK(gh_pages_claim(h, p >> 5, 1u << (p & 31)) == (1u << (p & 31)));
+  gh_page_format(h, p, cls, slot, 0, true);
+  gh_atomic_store_relaxed(gh_hint_slot(h, cls, slot), p);
+}
+
+static void test_frame_take(void) {
+  gh_cpu_heap_t* heap = new_heap(128, 65536);
+  const gh_dheap_t* h = gh_cpu_heap_core(heap);
+  const uint32_t cls = gh_size_to_class(64), held_count = GH_COUNT_OPEN | GH_COUNT_PINNED | gh_count_class(cls);
+  gh_rng_t rng = gh_rng_seed(3, 4);
+  uint32_t probes = 0, used = 0;
+  for (uint32_t f = 0; f < 4; f++) hold_empty(h, f * 32 + 5, cls, f);
+  /* Frame 0: a page in use besides; nothing is touched. */
+  CHECK(gh_pages_claim(h, 0, 1u << 9) == (1u << 9));
+  gh_page_format(h, 9, cls + 1, 0, 1, false);
+  uint32_t blocked = 99;
+  CHECK(!gh_frame_take(h, 0, 32, &blocked) && blocked == 9);
+  CHECK(gh_atomic_load_relaxed(&h->xpages[0]) == ((1u << 5) | (1u << 9)));
+  CHECK(*gh_hint_slot(h, cls, 0) == 5 && gh_atomic_load_relaxed(&h->xcount[5]) == held_count);
+  /* Frame 1: taken whole; page 37 leaves slot 1 closed, its bit the run's. */
+  CHECK(gh_frame_take(h, 32, 32, &blocked));
+  CHECK(gh_atomic_load_relaxed(&h->xpages[1]) == 0xFFFFFFFFu);
+  CHECK(*gh_hint_slot(h, cls, 1) == GH_DROPPED);
+  CHECK(gh_atomic_load_relaxed(&h->xcount[37]) == 0 && gh_atomic_load_relaxed(&h->xstate[37]) == GH_STATE_FREE);
+  /* Frame 2: its held page's slot is being refilled (the refiller took the
+   * page out and owns its pin): not taken, the free pages given back. */
+  gh_atomic_store_relaxed(gh_hint_slot(h, cls, 2), GH_REFILL);
+  CHECK(!gh_frame_take(h, 64, 32, &blocked) && blocked == 64);
+  CHECK(gh_atomic_load_relaxed(&h->xpages[2]) == (1u << 5));
+  CHECK(gh_atomic_load_relaxed(&h->xcount[69]) == held_count);
+  /* A held page with a chunk reserved is not taken: its slot keeps it.
+   * (A reservation between the slot's CAS and the close's is the SPIN
+   * model's case: the page is unpinned and lives on.) */
+  CHECK(gh_page_reserve(h, 101, cls, 1, &used) == 1 && used == 0);
+  CHECK(!gh_page_take_held(h, 101));
+  CHECK(*gh_hint_slot(h, cls, 3) == 101);
+  gh_page_unreserve(h, 101, 1);
+  /* gh_run_alloc: no free frame and no 32 free pages in a row (the held
+   * pages sit 32 apart); frames 0-2 refuse, frame 3 is taken. */
+  CHECK(gh_frame_scan(h, 32, &probes) == GH_NO_PAGE);
+  CHECK(gh_run_alloc(h, 32, &rng, &probes) == 96);
+  CHECK(*gh_hint_slot(h, cls, 3) == GH_DROPPED && gh_atomic_load_relaxed(&h->xcount[101]) == 0);
+  CHECK(gh_atomic_load_relaxed(&h->xpages[3]) == 0xFFFFFFFFu);
+  /* Given back, the run's pages are free pages like any other. */
+  gh_pages_release(h, 1, 0xFFFFFFFFu);
+  gh_pages_release(h, 3, 0xFFFFFFFFu);
+  CHECK(page_settled_free(h, 37) && page_settled_free(h, 101));
+  gh_cpu_heap_destroy(heap);
+}
+
 /* The race. Threads share one page. Each loop: reserve a chunk of the
  * thread's class on page 0; if that fails, try to claim and format page 0
  * for its class. Then stamp the whole chunk with the thread id, check the
@@ -275,6 +332,7 @@ static void test_race(uint32_t threads) {
 int main(void) {
   test_transitions();
   test_frame_runs();
+  test_frame_take();
   test_race(2);
   test_race(8);
   return gh_test_done("test_page");
