@@ -3,7 +3,8 @@
  * no two live blocks overlap); partial warps and mixed sizes within a warp;
  * every kind of request (chunks, pages, runs, too large) in one warp;
  * fill until no room, free all, refill to the same count.
- * Usage: test_gpu_workloads [--small]  (--small: 2^14 threads, for sanitizers) */
+ * Usage: test_gpu_workloads [--small] [--shared]  (--small: 2^14 threads, for
+ * sanitizers; --shared: the every-kind case on the workloads' heap) */
 #include <cstring>
 #include <vector>
 
@@ -92,11 +93,13 @@ __global__ void every_kind_check(uint32_t n, uint32_t round, void* const* ptrs, 
 
 /* On a heap of its own, several times what the requests take at once: NULL
  * is exact only on a quiescent heap, and a heap whose frames are dotted with
- * the hint pages of earlier workloads can lose a frame run to a concurrent
+ * the hint pages of earlier workloads could lose a frame run to a concurrent
  * refill between the sweep that steals those pages and the claim (seen under
- * compute-sanitizer on a 256 MiB heap after the mixed and churn runs). */
-static void test_every_kind(size_t bytes, uint32_t n) {
-  gh_heap_t* heap = make_heap(bytes, 65536);
+ * compute-sanitizer on a 256 MiB heap after the mixed and churn runs, before
+ * gh_frame_take). With --shared the case runs on that heap instead, after
+ * the workloads, as it did then (bench/NOTES.md, device visit 22: to run on
+ * a GPU under memcheck). */
+static void test_every_kind_on(gh_heap_t* heap, uint32_t n) {
   void** d_ptrs;
   unsigned long long* d_counts;
   CUDA_OK(cudaMalloc(&d_ptrs, n * sizeof(void*)));
@@ -119,6 +122,11 @@ static void test_every_kind(size_t bytes, uint32_t n) {
   printf("every kind of request in a warp, %u threads x 3 rounds: ok\n", n);
   CUDA_OK(cudaFree(d_ptrs));
   CUDA_OK(cudaFree(d_counts));
+}
+
+static void test_every_kind(size_t bytes, uint32_t n) {
+  gh_heap_t* heap = make_heap(bytes, 65536);
+  test_every_kind_on(heap, n);
   GH_OK_OR_DIE(gh_heap_destroy(heap));
 }
 
@@ -169,7 +177,11 @@ static void test_fill_refill(uint32_t size, size_t page) {
 
 int main(int argc, char** argv) {
   skip_without_gpu("test_gpu_workloads");
-  const bool small = argc > 1 && strcmp(argv[1], "--small") == 0;
+  bool small = false, shared = false;
+  for (int i = 1; i < argc; i++) {
+    small = small || strcmp(argv[i], "--small") == 0;
+    shared = shared || strcmp(argv[i], "--shared") == 0;
+  }
   gh_heap_t* heap = make_heap(small ? (size_t)256 << 20 : (size_t)6 << 30, 65536);
   const uint32_t ns[3] = {1u << 14, 1u << 16, 1u << 20};
   const uint32_t sizes[5] = {16, 64, 256, 1024, 4096};
@@ -193,9 +205,10 @@ int main(int argc, char** argv) {
     snprintf(what, sizeof what, "churn, lanes %08x", m);
     run(heap, gh_wl_t{GH_WL_CHURN, small ? 1u << 12 : 1u << 16, 0, m, 1, m}, what);
   }
+  if (shared) test_every_kind_on(heap, small ? 128u : 4096u);
   GH_OK_OR_DIE(gh_heap_destroy(heap));
   /* ~5.7 MiB per 13 threads at once, frame runs among them. */
-  test_every_kind(small ? (size_t)1 << 30 : (size_t)6 << 30, small ? 128u : 4096u);
+  if (!shared) test_every_kind(small ? (size_t)1 << 30 : (size_t)6 << 30, small ? 128u : 4096u);
   if (!small) {
     test_fill_refill(16, 65536);
     test_fill_refill(1000, 65536);
