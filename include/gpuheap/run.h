@@ -23,6 +23,15 @@
 #include "page.h"
 #include "rng.h"
 
+/* Clear the page bits of [p0, p1), all the caller's, word by word. */
+GH_FN void gh_pages_release_range(const gh_dheap_t* h, uint32_t p0, uint32_t p1) {
+  for (uint32_t q = p0; q < p1;) {
+    const uint32_t lo = q & 31u, cnt = (p1 - q < 32u - lo) ? p1 - q : 32u - lo;
+    gh_pages_release(h, q >> 5, gh_bit_range(lo, cnt));
+    q += cnt;
+  }
+}
+
 /* Claim pages [s, s+n) or nothing: model `run_claim`. */
 GH_FN bool gh_run_claim(const gh_dheap_t* h, uint32_t s, uint32_t n) {
   const uint32_t end = s + n;
@@ -40,12 +49,7 @@ GH_FN bool gh_run_claim(const gh_dheap_t* h, uint32_t s, uint32_t n) {
       }
     }
     if (!ok) {
-      for (uint32_t q = s; q < p;) { /* give back the words already claimed */
-        const uint32_t qw = q >> 5, qlo = q & 31u;
-        const uint32_t qc = (p - q < 32u - qlo) ? p - q : 32u - qlo;
-        gh_pages_release(h, qw, gh_bit_range(qlo, qc));
-        q += qc;
-      }
+      gh_pages_release_range(h, s, p); /* give back the words already claimed */
       return false;
     }
     p += cnt;
@@ -134,22 +138,37 @@ GH_FN uint32_t gh_frame_scan(const gh_dheap_t* h, uint32_t n, uint32_t* probes) 
   return GH_NO_PAGE;
 }
 
+/* The hint slot holding page p when p reads as an empty chunk page that
+ * only a hint slot holds (xcount OPEN|PINNED|class|0, left in *c; then a
+ * CHUNK state naming the slot), else NULL. The page may have been
+ * unpinned, closed and claimed again (even as a run head, whose state
+ * would name no hint slot) since xcount was read: only a CHUNK state names
+ * a slot, and a CAS of the slot from p succeeds only while that slot holds
+ * p, i.e. while p is pinned for it. */
+GH_FN uint32_t* gh_page_holder(const gh_dheap_t* h, uint32_t p, uint32_t* c) {
+  *c = gh_atomic_load_relaxed(&h->xcount[p]);
+  if ((*c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) != (GH_COUNT_OPEN | GH_COUNT_PINNED)) return NULL;
+  const uint32_t st = gh_atomic_load_relaxed(&h->xstate[p]);
+  if (gh_state_kind(st) != GH_STATE_KIND_CHUNK) return NULL;
+  return gh_hint_slot(h, gh_state_class(st), gh_state_slot(st));
+}
+
+/* Take page p out of its hint slot (found by gh_page_holder): the CAS of
+ * the slot from p to GH_DROPPED, whose winner owns the page's pin. */
+GH_FN bool gh_page_unslot(uint32_t* slot, uint32_t p) {
+  uint32_t expected = p;
+  return gh_atomic_cas_acq_rel(slot, &expected, GH_DROPPED);
+}
+
 /* Empty chunk pages in [p0, p1) held only by a hint slot: take each out of
  * its slot and drop its pin, which closes it. Returns how many were freed.
  * Model `steal_in` (`steal` over every page). */
 GH_FN_SLOW uint32_t gh_steal_pinned_in(const gh_dheap_t* h, uint32_t p0, uint32_t p1) {
   uint32_t freed = 0;
   for (uint32_t p = p0; p < p1; p++) {
-    const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
-    if ((c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) != (GH_COUNT_OPEN | GH_COUNT_PINNED)) continue;
-    const uint32_t st = gh_atomic_load_relaxed(&h->xstate[p]);
-    /* The page may have been unpinned, closed and claimed again (even as a
-     * run head, whose state would name no hint slot) since xcount was read.
-     * Only a CHUNK state names a slot; and the CAS below succeeds only while
-     * that slot holds p, i.e. while p is pinned for it. */
-    if (gh_state_kind(st) != GH_STATE_KIND_CHUNK) continue;
-    uint32_t expected = p;
-    if (gh_atomic_cas_acq_rel(gh_hint_slot(h, gh_state_class(st), gh_state_slot(st)), &expected, GH_DROPPED)) {
+    uint32_t c;
+    uint32_t* slot = gh_page_holder(h, p, &c);
+    if (slot && gh_page_unslot(slot, p)) {
       gh_page_unpin(h, p);
       freed++;
     }
@@ -169,13 +188,9 @@ GH_FN_SLOW uint32_t gh_steal_pinned(const gh_dheap_t* h) { return gh_steal_pinne
  * any more; a page reserved from after it left its slot is unpinned as the
  * slot's owner would (it lives on). Model `take_held`. */
 GH_FN_SLOW bool gh_page_take_held(const gh_dheap_t* h, uint32_t p) {
-  uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
-  if ((c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) != (GH_COUNT_OPEN | GH_COUNT_PINNED)) return false;
-  const uint32_t st = gh_atomic_load_relaxed(&h->xstate[p]);
-  if (gh_state_kind(st) != GH_STATE_KIND_CHUNK) return false; /* see gh_steal_pinned_in */
-  uint32_t expected = p;
-  if (!gh_atomic_cas_acq_rel(gh_hint_slot(h, gh_state_class(st), gh_state_slot(st)), &expected, GH_DROPPED))
-    return false;
+  uint32_t c;
+  uint32_t* slot = gh_page_holder(h, p, &c);
+  if (!slot || !gh_page_unslot(slot, p)) return false;
   if (!gh_atomic_cas_acq_rel(&h->xcount[p], &c, 0u)) {
     gh_page_unpin(h, p);
     return false;
@@ -183,14 +198,6 @@ GH_FN_SLOW bool gh_page_take_held(const gh_dheap_t* h, uint32_t p) {
   gh_room_clear(h, gh_count_cls(c), p);
   gh_atomic_store_release(&h->xstate[p], GH_STATE_FREE);
   return true;
-}
-
-/* Whether page p (its bit set) is an empty page that only a hint slot
- * holds, as read. */
-GH_FN bool gh_page_held_empty(const gh_dheap_t* h, uint32_t p) {
-  const uint32_t c = gh_atomic_load_relaxed(&h->xcount[p]);
-  return (c & (GH_COUNT_OPEN | GH_COUNT_PINNED | GH_COUNT_USED_MASK)) == (GH_COUNT_OPEN | GH_COUNT_PINNED) &&
-         gh_state_kind(gh_atomic_load_relaxed(&h->xstate[p])) == GH_STATE_KIND_CHUNK;
 }
 
 /* Claim the run of n pages at s when its pages are free or empty pages held
@@ -206,9 +213,10 @@ GH_FN bool gh_page_held_empty(const gh_dheap_t* h, uint32_t p) {
  * Model `frame_take`. */
 GH_FN_SLOW bool gh_frame_take(const gh_dheap_t* h, uint32_t s, uint32_t n, uint32_t* blocked) {
   const uint32_t end = s + n;
+  uint32_t c;
   *blocked = s;
   for (uint32_t p = s; p < end; p++)
-    if ((gh_atomic_load_relaxed(&h->xpages[p >> 5]) >> (p & 31u)) & 1u && !gh_page_held_empty(h, p)) {
+    if ((gh_atomic_load_relaxed(&h->xpages[p >> 5]) >> (p & 31u)) & 1u && !gh_page_holder(h, p, &c)) {
       *blocked = p;
       return false;
     }
@@ -225,11 +233,7 @@ GH_FN_SLOW bool gh_frame_take(const gh_dheap_t* h, uint32_t s, uint32_t n, uint3
     }
     if (!ok) {
       if (mine) gh_pages_release(h, w, mine);
-      for (uint32_t q = s; q < p;) { /* the words before: all the run's */
-        const uint32_t qw = q >> 5, qlo = q & 31u, qc = (p - q < 32u - qlo) ? p - q : 32u - qlo;
-        gh_pages_release(h, qw, gh_bit_range(qlo, qc));
-        q += qc;
-      }
+      gh_pages_release_range(h, s, p); /* the words before: all the run's */
       return false;
     }
     p += cnt;
@@ -339,11 +343,7 @@ GH_FN_SLOW bool gh_run_free(const gh_dheap_t* h, uint32_t s, uint32_t head) {
 #if GH_CHECKED
   for (uint32_t i = 1; i < n; i++) gh_atomic_store_relaxed(&h->xstate[s + i], GH_STATE_FREE);
 #endif
-  for (uint32_t p = s; p < end;) {
-    const uint32_t lo = p & 31u, cnt = (end - p < 32u - lo) ? end - p : 32u - lo;
-    gh_pages_release(h, p >> 5, gh_bit_range(lo, cnt));
-    p += cnt;
-  }
+  gh_pages_release_range(h, s, end);
   return true;
 }
 
