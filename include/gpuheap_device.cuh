@@ -12,11 +12,10 @@
  * pointer of the smallest class (free it like any other); requests above the
  * largest class (page/4, at most 16 KiB) take whole pages; NULL means no room
  * was found after a deterministic sweep of the whole heap, never a false
- * NULL while the heap is quiescent and has room (while other threads
- * allocate, a run shorter than a frame on a small heap can miss room that
- * the sweep frees and a concurrent refill takes again; a run of a frame or
- * more takes hint slots' empty pages without freeing them: README,
- * "Semantics"). gh_free(NULL)
+ * NULL while the heap is quiescent and has room (runs take hint slots'
+ * empty pages without freeing them, so that no refill takes that room
+ * first; while other threads allocate and free, a request can still miss
+ * room a concurrent one takes at that moment: README, "Semantics"). gh_free(NULL)
  * does nothing; a pointer not from this heap, or one already freed, is
  * counted (gh_heap_stats: foreign_frees, double_frees) and otherwise ignored.
  *

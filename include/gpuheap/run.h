@@ -12,10 +12,9 @@
  * 32 pages go straight to a first-fit sweep from word 0. In the sweep a run
  * is found whenever the bitmap, as read, has n free pages in a row, so a
  * quiescent heap never returns NULL while it has room. Before giving up, a
- * run of a frame or more takes the empty pages that hint slots hold in its
- * frames along with its free pages (gh_frame_take), and then the sweep takes
- * back empty pages that only a hint slot still holds (gh_steal_pinned),
- * since those are room too.
+ * run takes the empty pages that hint slots hold along with its free pages
+ * (gh_frame_take), and then the sweep takes back empty pages that only a
+ * hint slot still holds (gh_steal_pinned), since those are room too.
  */
 #ifndef GPUHEAP_RUN_H
 #define GPUHEAP_RUN_H
@@ -201,9 +200,10 @@ GH_FN_SLOW bool gh_page_take_held(const gh_dheap_t* h, uint32_t p) {
 }
 
 /* Claim the run of n pages at s when its pages are free or empty pages held
- * by hint slots: a frame run's last resort before gh_steal_pinned (which
- * frees such pages for anyone, so that a refill beside it can take them
- * back before the run's claim: bench/NOTES.md, device visit 21). A look
+ * by hint slots: a run's last resort before gh_steal_pinned (which frees
+ * such pages for anyone, so that a refill beside it can take them back
+ * before the run's claim: bench/NOTES.md, device visits 21 and 23; named
+ * for frame runs, which took it first). A look
  * first, which changes nothing, then word by word in ascending order: the
  * free pages of the word by one fetch-or, then its held pages by
  * gh_page_take_held. A page in use, a free page lost to another claim or a
@@ -290,8 +290,9 @@ GH_FN_SLOW uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool s
 }
 
 /* Claim n free pages in a row anywhere: frame-aligned for a frame or more,
- * else random probes; then the sweep, then the sweep again after stealing
- * empty pinned pages. GH_NO_PAGE: no room.
+ * else random probes; then the sweep; then free pages together with the
+ * empty pages that hint slots hold (gh_frame_take); then the sweep again
+ * after stealing empty pinned pages. GH_NO_PAGE: no room.
  * Model `malloc_run` (its search abstracted to any start; run_claim as is). */
 GH_FN_SLOW uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng, uint32_t* probes) {
   if (n == 0u || n > h->n_pages) return GH_NO_PAGE;
@@ -313,11 +314,14 @@ GH_FN_SLOW uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng,
   const bool large = n > 32u;
   uint32_t s = large ? GH_NO_PAGE : gh_run_find_claim(h, n, gh_rng_below(rng, h->n_words), h->probe_limit, probes);
   if (s == GH_NO_PAGE) s = gh_run_find_claim(h, n, large ? 0u : gh_rng_below(rng, h->n_words), h->n_words + 1u, probes);
-  /* A frame run takes the empty pages that hint slots hold in its frames
-   * together with the free ones, first fit from the bottom. */
-  if (s == GH_NO_PAGE && n >= gh_frame_pages(h)) {
+  /* Any run then takes the empty pages that hint slots hold together with
+   * the free ones, first fit from the bottom: a frame run at the frame
+   * boundaries, a shorter one from the page after the one that blocked the
+   * last start (each page is looked at about once). */
+  if (s == GH_NO_PAGE) {
     const uint32_t fp = gh_frame_pages(h);
-    for (uint32_t f = 0, blocked = 0; f + n <= h->n_pages; f = (blocked / fp + 1u) * fp) {
+    const bool frame = n >= fp;
+    for (uint32_t f = 0, blocked = 0; f + n <= h->n_pages; f = frame ? (blocked / fp + 1u) * fp : blocked + 1u) {
       (*probes)++;
       if (gh_frame_take(h, f, n, &blocked)) return f;
     }

@@ -1209,9 +1209,10 @@ inline free_chunk(fc_ci) {
 }
 
 /* include/gpuheap/core.h: gh_lane_malloc of a run: gh_run_alloc (the
- * search, abstracted to any start it may propose; gh_run_claim; then, as
- * for a frame run, gh_frame_take at any start; after gh_steal_pinned,
- * gh_run_claim once more), then gh_run_mark (a store of HEAD). */
+ * search, abstracted to any start it may propose; gh_run_claim; then
+ * gh_frame_take at any start, as every run does since device visit 23;
+ * after gh_steal_pinned, gh_run_claim once more), then gh_run_mark (a
+ * store of HEAD). */
 inline malloc_run() {
   PICK(p, 0, NPAGES - RUNLEN);
   run_claim(p, ok);

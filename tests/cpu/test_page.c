@@ -260,6 +260,44 @@ static void test_frame_take(void) {
   gh_cpu_heap_destroy(heap);
 }
 
+/* A run shorter than a frame takes the empty pages that hint slots hold in
+ * its window with the free ones, and leaves the other slots' pages where
+ * they are: before, it freed every such page in the heap (gh_steal_pinned)
+ * and then claimed what it found free, so that a refill beside it could
+ * take that room first (bench/NOTES.md, device visit 23). */
+static void test_run_take_held(void) {
+  gh_cpu_heap_t* heap = new_heap(128, 65536);
+  const gh_dheap_t* h = gh_cpu_heap_core(heap);
+  const uint32_t cls = gh_size_to_class(64), held_count = GH_COUNT_OPEN | GH_COUNT_PINNED | gh_count_class(cls);
+  gh_rng_t rng = gh_rng_seed(5, 6);
+  uint32_t probes = 0;
+  /* Every page in use but 10 and 12 (held by slots 0 and 1), 11 (free),
+   * 40 and 70 (held by slots 2 and 3, between pages in use). */
+  const uint32_t keep[4] = {(1u << 10) | (1u << 11) | (1u << 12), 1u << 8, 1u << 6, 0u};
+  for (uint32_t w = 0; w < 4; w++) CHECK(gh_pages_claim(h, w, ~keep[w]) == ~keep[w]);
+  hold_empty(h, 10, cls, 0);
+  hold_empty(h, 12, cls, 1);
+  hold_empty(h, 40, cls, 2);
+  hold_empty(h, 70, cls, 3);
+  /* No window of 4: the run gets none, and its last resort, the steal,
+   * leaves the held pages free for others. */
+  CHECK(gh_run_alloc(h, 4, &rng, &probes) == GH_NO_PAGE);
+  CHECK(*gh_hint_slot(h, cls, 2) == GH_DROPPED && page_settled_free(h, 40) && page_settled_free(h, 10));
+  hold_empty(h, 10, cls, 0);
+  hold_empty(h, 12, cls, 1);
+  hold_empty(h, 40, cls, 2);
+  hold_empty(h, 70, cls, 3);
+  CHECK(gh_run_alloc(h, 3, &rng, &probes) == 10);
+  CHECK(gh_atomic_load_relaxed(&h->xpages[0]) == 0xFFFFFFFFu);
+  CHECK(*gh_hint_slot(h, cls, 0) == GH_DROPPED && *gh_hint_slot(h, cls, 1) == GH_DROPPED);
+  CHECK(gh_atomic_load_relaxed(&h->xcount[10]) == 0 && gh_atomic_load_relaxed(&h->xcount[12]) == 0);
+  CHECK(*gh_hint_slot(h, cls, 2) == 40 && gh_atomic_load_relaxed(&h->xcount[40]) == held_count);
+  CHECK(*gh_hint_slot(h, cls, 3) == 70 && gh_atomic_load_relaxed(&h->xcount[70]) == held_count);
+  gh_pages_release(h, 0, gh_bit_range(10, 3));
+  CHECK(page_settled_free(h, 10) && page_settled_free(h, 11) && page_settled_free(h, 12));
+  gh_cpu_heap_destroy(heap);
+}
+
 /* The race. Threads share one page. Each loop: reserve a chunk of the
  * thread's class on page 0; if that fails, try to claim and format page 0
  * for its class. Then stamp the whole chunk with the thread id, check the
@@ -333,6 +371,7 @@ int main(void) {
   test_transitions();
   test_frame_runs();
   test_frame_take();
+  test_run_take_held();
   test_race(2);
   test_race(8);
   return gh_test_done("test_page");
