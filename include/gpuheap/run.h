@@ -209,7 +209,9 @@ GH_FN_SLOW bool gh_page_take_held(const gh_dheap_t* h, uint32_t p) {
  * gh_page_take_held. A page in use, a free page lost to another claim or a
  * held page that could not be taken gives back everything taken so far
  * (its pages are free then: bits only) and returns false; *blocked is then
- * the page in use the look found (no run that holds it can be had), or s.
+ * that page (the first the look found in use, or the one the take lost): a
+ * run that holds it is not to be had now, so the caller's next start lies
+ * after it.
  * Model `frame_take`. */
 GH_FN_SLOW bool gh_frame_take(const gh_dheap_t* h, uint32_t s, uint32_t n, uint32_t* blocked) {
   const uint32_t end = s + n;
@@ -225,13 +227,16 @@ GH_FN_SLOW bool gh_frame_take(const gh_dheap_t* h, uint32_t s, uint32_t n, uint3
     const uint32_t mask = gh_bit_range(lo, cnt);
     const uint32_t free = mask & ~gh_atomic_load_relaxed(&h->xpages[w]);
     uint32_t mine = gh_pages_claim(h, w, free);
-    bool ok = mine == free;
-    for (uint32_t held = mask & ~free; ok && held; held &= held - 1u) {
+    uint32_t lost = free & ~mine;
+    for (uint32_t held = mask & ~free; !lost && held; held &= held - 1u) {
       const uint32_t bit = held & (0u - held);
-      ok = gh_page_take_held(h, (w << 5) + gh_ctz(bit));
-      if (ok) mine |= bit;
+      if (gh_page_take_held(h, (w << 5) + gh_ctz(bit)))
+        mine |= bit;
+      else
+        lost = bit;
     }
-    if (!ok) {
+    if (lost) {
+      *blocked = (w << 5) + gh_ctz(lost);
       if (mine) gh_pages_release(h, w, mine);
       gh_pages_release_range(h, s, p); /* the words before: all the run's */
       return false;
