@@ -13,7 +13,7 @@
  * is found whenever the bitmap, as read, has n free pages in a row, so a
  * quiescent heap never returns NULL while it has room. Before giving up, a
  * run takes the empty pages that hint slots hold along with its free pages
- * (gh_frame_take), and then the sweep takes back empty pages that only a
+ * (gh_run_take), and then the sweep takes back empty pages that only a
  * hint slot still holds (gh_steal_pinned), since those are room too.
  */
 #ifndef GPUHEAP_RUN_H
@@ -202,8 +202,7 @@ GH_FN_SLOW bool gh_page_take_held(const gh_dheap_t* h, uint32_t p) {
 /* Claim the run of n pages at s when its pages are free or empty pages held
  * by hint slots: a run's last resort before gh_steal_pinned (which frees
  * such pages for anyone, so that a refill beside it can take them back
- * before the run's claim: bench/NOTES.md, device visits 21 and 23; named
- * for frame runs, which took it first). A look
+ * before the run's claim: bench/NOTES.md, device visits 21 and 23). A look
  * first, which changes nothing, then word by word in ascending order: the
  * free pages of the word by one fetch-or, then its held pages by
  * gh_page_take_held. A page in use, a free page lost to another claim or a
@@ -212,8 +211,8 @@ GH_FN_SLOW bool gh_page_take_held(const gh_dheap_t* h, uint32_t p) {
  * that page (the first the look found in use, or the one the take lost): a
  * run that holds it is not to be had now, so the caller's next start lies
  * after it.
- * Model `frame_take`. */
-GH_FN_SLOW bool gh_frame_take(const gh_dheap_t* h, uint32_t s, uint32_t n, uint32_t* blocked) {
+ * Model `run_take`. */
+GH_FN_SLOW bool gh_run_take(const gh_dheap_t* h, uint32_t s, uint32_t n, uint32_t* blocked) {
   const uint32_t end = s + n;
   uint32_t c;
   *blocked = s;
@@ -296,7 +295,7 @@ GH_FN_SLOW uint32_t gh_page_claim_one(const gh_dheap_t* h, uint32_t slot, bool s
 
 /* Claim n free pages in a row anywhere: frame-aligned for a frame or more,
  * else random probes; then the sweep; then free pages together with the
- * empty pages that hint slots hold (gh_frame_take); then the sweep again
+ * empty pages that hint slots hold (gh_run_take); then the sweep again
  * after stealing empty pinned pages. GH_NO_PAGE: no room.
  * Model `malloc_run` (its search abstracted to any start; run_claim as is). */
 GH_FN_SLOW uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng, uint32_t* probes) {
@@ -328,7 +327,7 @@ GH_FN_SLOW uint32_t gh_run_alloc(const gh_dheap_t* h, uint32_t n, gh_rng_t* rng,
     const bool frame = n >= fp;
     for (uint32_t f = 0, blocked = 0; f + n <= h->n_pages; f = frame ? (blocked / fp + 1u) * fp : blocked + 1u) {
       (*probes)++;
-      if (gh_frame_take(h, f, n, &blocked)) return f;
+      if (gh_run_take(h, f, n, &blocked)) return f;
     }
   }
   if (s == GH_NO_PAGE && gh_steal_pinned(h) != 0u) s = gh_run_find_claim(h, n, 0u, h->n_words + 1u, probes);

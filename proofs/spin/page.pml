@@ -747,7 +747,7 @@ inline take_held(th_p, th_ok) {
   th_c = 0; th_st = 0; th_idx = 0; th_won = false
 }
 
-/* include/gpuheap/run.h: gh_frame_take of the run at ft_s (its look
+/* include/gpuheap/run.h: gh_run_take of the run at ft_s (its look
  * first, which changes nothing, left out: any start may be tried). Word by
  * word in ascending order: a load of the word; one fetch-or of the run's
  * bits that read free (the pages got are this thread's, ghost); then each
@@ -755,7 +755,7 @@ inline take_held(th_p, th_ok) {
  * another claim or a held page not taken gives back the bits got in this
  * word and every bit of the words before (all the run's), and the result
  * is false. */
-inline frame_take(ft_s, ft_res) {
+inline run_take(ft_s, ft_res) {
   ft_res = true;
   ft_p = (ft_s);
   do
@@ -1210,7 +1210,7 @@ inline free_chunk(fc_ci) {
 
 /* include/gpuheap/core.h: gh_lane_malloc of a run: gh_run_alloc (the
  * search, abstracted to any start it may propose; gh_run_claim; then
- * gh_frame_take at any start, as every run does since device visit 23;
+ * gh_run_take at any start, as every run does since device visit 23;
  * after gh_steal_pinned, gh_run_claim once more), then gh_run_mark (a
  * store of HEAD). */
 inline malloc_run() {
@@ -1219,7 +1219,7 @@ inline malloc_run() {
   if
   :: !ok ->
      PICK(p, 0, NPAGES - RUNLEN);
-     frame_take(p, ok)
+     run_take(p, ok)
   :: else -> skip
   fi;
   if

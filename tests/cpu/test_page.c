@@ -203,7 +203,7 @@ static void test_frame_runs(void) {
   gh_cpu_heap_destroy(heap);
 }
 
-/* A frame run's last resort (gh_frame_take): a frame whose pages are free
+/* A frame run's last resort (gh_run_take): a frame whose pages are free
  * or empty pages that hint slots hold is claimed whole, the held pages
  * going from their slots to the run without ever being free; a frame with
  * a page in use, or a held page that cannot be taken, is left as it was.
@@ -226,18 +226,18 @@ static void test_frame_take(void) {
   CHECK(gh_pages_claim(h, 0, 1u << 9) == (1u << 9));
   gh_page_format(h, 9, cls + 1, 0, 1, false);
   uint32_t blocked = 99;
-  CHECK(!gh_frame_take(h, 0, 32, &blocked) && blocked == 9);
+  CHECK(!gh_run_take(h, 0, 32, &blocked) && blocked == 9);
   CHECK(gh_atomic_load_relaxed(&h->xpages[0]) == ((1u << 5) | (1u << 9)));
   CHECK(*gh_hint_slot(h, cls, 0) == 5 && gh_atomic_load_relaxed(&h->xcount[5]) == held_count);
   /* Frame 1: taken whole; page 37 leaves slot 1 closed, its bit the run's. */
-  CHECK(gh_frame_take(h, 32, 32, &blocked));
+  CHECK(gh_run_take(h, 32, 32, &blocked));
   CHECK(gh_atomic_load_relaxed(&h->xpages[1]) == 0xFFFFFFFFu);
   CHECK(*gh_hint_slot(h, cls, 1) == GH_DROPPED);
   CHECK(gh_atomic_load_relaxed(&h->xcount[37]) == 0 && gh_atomic_load_relaxed(&h->xstate[37]) == GH_STATE_FREE);
   /* Frame 2: its held page's slot is being refilled (the refiller took the
    * page out and owns its pin): not taken, the free pages given back. */
   gh_atomic_store_relaxed(gh_hint_slot(h, cls, 2), GH_REFILL);
-  CHECK(!gh_frame_take(h, 64, 32, &blocked) && blocked == 69);
+  CHECK(!gh_run_take(h, 64, 32, &blocked) && blocked == 69);
   CHECK(gh_atomic_load_relaxed(&h->xpages[2]) == (1u << 5));
   CHECK(gh_atomic_load_relaxed(&h->xcount[69]) == held_count);
   /* A held page with a chunk reserved is not taken: its slot keeps it.

@@ -96,9 +96,10 @@ __global__ void every_kind_check(uint32_t n, uint32_t round, void* const* ptrs, 
  * the hint pages of earlier workloads could lose a frame run to a concurrent
  * refill between the sweep that steals those pages and the claim (seen under
  * compute-sanitizer on a 256 MiB heap after the mixed and churn runs, before
- * gh_frame_take). With --shared the case runs on that heap instead, after
- * the workloads, as it did then (bench/NOTES.md, device visit 22: to run on
- * a GPU under memcheck). */
+ * gh_run_take). With --shared the case runs on that heap instead, after the
+ * workloads, as it did then: under memcheck on an H200, NULLs in 3 of 5
+ * runs without gh_run_take, none in 5 with it (bench/NOTES.md, device
+ * visit 23). */
 static void test_every_kind_on(gh_heap_t* heap, uint32_t n) {
   void** d_ptrs;
   unsigned long long* d_counts;
