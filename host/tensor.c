@@ -244,6 +244,7 @@ typedef struct gh_vframe_s {
   uint8_t clock;        /* CLOCK credits */
   uint8_t mark;         /* chosen as a victim in this batch */
   uint8_t homeless;     /* on the host with its home unmapped (a quiet run's unit: gh_tm_homeless_ok) */
+  uint8_t clean;        /* on the device with a copy of its unit's bytes in host memory (see "cleaning") */
   uint32_t born;        /* the eviction batch (tm->evict_gen) in which it last got device memory */
   uint64_t xstamp;      /* with a restore stream: the stamp of the last move's copies on its lane (a restore's
                            on the restore stream when on the device, an eviction's on copy_stream when on the
@@ -256,6 +257,11 @@ typedef struct gh_vframe_s {
   uint64_t* bits;          /* slab: granule bitmap (1 = used) */
   gh_tensor_t* tensors;    /* run: its tensor; slab: list of its tensors */
   size_t snext, sprev;     /* slab: the kind's slab list (SIZE_MAX = none) */
+  /* A clean unit's first vframe: the host allocation holding the copy, the
+   * event after the copy and its stamp on the eviction lane. */
+  gh_tm_pa_t cpa;
+  gh_fevent_t cev;
+  uint64_t cstamp;
 } gh_vframe_t;
 
 /* The calls _gh_tmgr_call_times counts (GPUHEAP_CALL_TIMES=1). */
@@ -376,6 +382,15 @@ struct gh_tmgr_s {
   size_t n_held;
   uint64_t held_copies;              /* units whose copy was held (_gh_tmgr_held_copies) */
   uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
+  /* Cleaning (see "cleaning"): GPUHEAP_CLEAN=1 (the copy engine) or
+   * =kernel; off by default. */
+  int clean_mode;                    /* 0 off, 1 engine, 2 kernel */
+  int cleaning;                      /* a clean is taking host memory: gh_tm_host_get drops no clean copy */
+  size_t clean_f;                    /* host frames holding clean copies (in host_used) */
+  size_t clean_target_f;             /* frames on the host at the previous cycle's peak: what cleaning may cover */
+  size_t clean_peak_f;               /* ... and this cycle's so far */
+  int clean_fixed;                   /* tests: the target set (_gh_tmgr_set_clean_target), cycles leave it */
+  uint64_t clean_n[4];               /* frames cleaned, evicted clean, dropped, skipped (_gh_tmgr_clean_counts) */
   /* Ordered moves (gh_tm_move_units): the calls that allow them set
    * `ordered` for their duration; ordered_ev is the event after the
    * copies of the latest ordered batch (0 once seen complete), which host
@@ -1148,6 +1163,8 @@ static void gh_tm_cold_unlink(gh_tmgr_t* tm, gh_tensor_t* t) {
 static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int warm_d, int pins_d, int pend_d);
 
 static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t);
+static void gh_tm_clean_drop(gh_tmgr_t* tm, const gh_tensor_t* t);
+static void gh_tm_clean_drop_all(gh_tmgr_t* tm);
 
 /* Forget a quiet advice (its events). remap: a live tensor's promise ends,
  * so its homeless units get their host memory mapped at home first
@@ -1159,6 +1176,7 @@ static int gh_tm_unquiet(gh_tmgr_t* tm, gh_tensor_t* t, int remap) {
     const int rc = gh_tm_home_back(tm, t);
     if (rc != GH_OK) return rc;
   }
+  gh_tm_clean_drop(tm, t);  /* its clean copies go (the promise kept them valid) */
   for (unsigned i = 0; i < t->quiet; i++) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[i]));
   memset(t->quiet_ev, 0, sizeof t->quiet_ev);
   t->quiet = 0;
@@ -1300,7 +1318,11 @@ static void gh_tm_pool_release_last(gh_tmgr_t* tm) {
  * (giving back pool allocations of other sizes if the budget needs it). */
 static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user) {
   int rc = GH_OK;
-  const size_t i = gh_tm_pool_find(tm, n);
+  size_t i = gh_tm_pool_find(tm, n);
+  if (i == SIZE_MAX && tm->clean_f && !tm->cleaning && tm->host_used - tm->pool_n + n > tm->host_budget_f) {
+    gh_tm_clean_drop_all(tm);  /* the clean copies' memory, to the pool first */
+    i = gh_tm_pool_find(tm, n);
+  }
   if (i != SIZE_MAX) {
     *out = tm->pool[i];
     gh_tm_pool_take(tm, i);
@@ -1656,6 +1678,7 @@ typedef struct gh_tm_step_s {
   uint8_t* stage;  /* the device allocation's staging window, when it has no alias */
   uint8_t from_homeless, to_homeless;  /* the unit's home was / is left unmapped (gh_tm_homeless_ok) */
   uint8_t held;  /* its copy is held back (gh_tm_held_flush) */
+  uint8_t clean; /* a clean unit's eviction: no copy of its own (gh_tm_clean_start) */
 } gh_tm_step_t;
 
 /* The unit of vframe v. */
@@ -1757,13 +1780,51 @@ static void gh_tm_move_failed(gh_tmgr_t* tm, int rc) {
   snprintf(tm->move_what, sizeof tm->move_what, "%s", gh_last_error_detail());
 }
 
+/* Forget the clean record of unit [v0, v0 + k) (its copy's memory, event
+ * and stamp went elsewhere). */
+static void gh_tm_clean_forget(gh_tmgr_t* tm, size_t v0, size_t k) {
+  gh_vframe_t* f = &tm->vf[v0];
+  tm->clean_f -= f->cpa.n;
+  memset(&f->cpa, 0, sizeof f->cpa);
+  f->cev = 0, f->cstamp = 0;
+  for (size_t v = v0; v < v0 + k; v++) tm->vf[v].clean = 0;
+}
+
+/* gh_tm_move_start for a clean unit going to the host: its copy is there
+ * already, so the step only remaps its home (or leaves it unmapped: a
+ * homeless unit). The copy's event and stamp become the step's: its device
+ * memory, a spare, carries the event (ordered), its users wait for the
+ * stamp (gh_tm_move_units), a later restore for the stamp too (xstamp). */
+static int gh_tm_clean_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tm_step_t* st) {
+  const gh_vframe_t* f = &tm->vf[u->v0];
+  uint8_t* home = gh_tm_va(tm, u->v0);
+  st->stage = NULL, st->held = 0, st->clean = 1, st->from_homeless = 0;
+  st->to_homeless = gh_tm_homeless_ok(tm, u);
+  st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
+  st->pa[0] = f->cpa, st->npa = 1;
+  st->ev = f->cev, st->stamp = f->cstamp;
+  int rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
+  if (rc == GH_OK && !st->to_homeless) {
+    rc = gh_tm_home_map(tm, u, st->pa, st->npa);
+    if (rc != GH_OK) gh_tm_home_map(tm, u, st->old, st->nold);  /* put the device memory back */
+  }
+  if (rc != GH_OK) {  /* the unit stays on the device, clean */
+    gh_tm_move_failed(tm, rc);
+    return 0;
+  }
+  gh_tm_clean_forget(tm, u->v0, u->k);
+  tm->clean_n[1] += u->k;
+  return 1;
+}
+
 /* Start moving unit u into tier `to`, staging window `slot`: 1 when its
  * copy is under way and its home holds the new backing (mover: its remap
  * is queued for the mover), 0 (nothing changed) when not. */
 static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, gh_tm_step_t* st, size_t slot,
                             int mover) {
+  if (to == GH_TIER_HOST && tm->vf[u->v0].clean && !mover) return gh_tm_clean_start(tm, u, st);
   uint8_t* home = gh_tm_va(tm, u->v0);
-  st->ev = 0, st->stage = NULL, st->held = 0;
+  st->ev = 0, st->stage = NULL, st->held = 0, st->clean = 0;
   st->from_homeless = to == GH_TIER_DEVICE && tm->vf[u->v0].homeless;
   st->to_homeless = to == GH_TIER_HOST && !mover && gh_tm_homeless_ok(tm, u);
   st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
@@ -1893,8 +1954,8 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
     if (to == GH_TIER_DEVICE) f->clock = gh_tm_credit(f->kind), f->born = tm->evict_gen;
   }
   if (st->to_homeless) tm->homeless_frames += u->k;
-  if (to == GH_TIER_HOST)
-    tm->evictions += u->k, tm->bytes_evicted += u->k * tm->frame;
+  if (to == GH_TIER_HOST)  /* (a clean unit's bytes were counted at its copy) */
+    tm->evictions += u->k, tm->bytes_evicted += st->clean ? 0 : u->k * tm->frame;
   else
     tm->restores += u->k, tm->bytes_restored += u->k * tm->frame;
   return u->k;
@@ -1931,8 +1992,15 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
    * finished by then. Start first, then finish the oldest, so that the copy
    * stream never waits for a remap. */
   size_t done = 0, head = 0, i = 0;
+  int copied = 0;     /* a unit started queued copies of its own (not a clean one) */
+  uint64_t cmax = 0;  /* the clean units' copies: the latest stamp */
   for (; i < n; i++) {
     if (!gh_tm_move_start(tm, &u[i], to, &st[i % GH_TM_DEPTH], i % GH_TM_DEPTH, mover)) break;
+    if (st[i % GH_TM_DEPTH].clean) {
+      if (st[i % GH_TM_DEPTH].stamp > cmax) cmax = st[i % GH_TM_DEPTH].stamp;
+    } else {
+      copied = 1;
+    }
     queued += mover;
     if (i + 1 - head == GH_TM_DEPTH) {
       done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
@@ -1943,13 +2011,16 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
    * (the copy stream's order: it follows every copy of the batch). */
   const gh_stream_t cs = gh_tm_lane_to(tm, to)->s;
   gh_fevent_t bev = 0;
-  if (ordered && i > 0 && GH_P(tm, tm->ops->event_record(tm->fr, cs, &bev)) != GH_OK) bev = 0;
+  if (ordered && copied && GH_P(tm, tm->ops->event_record(tm->fr, cs, &bev)) != GH_OK) bev = 0;
   const uint64_t seq = queued ? gh_tm_mover_seal(tm) : 0;
-  if (ordered && i > 0 && !bev) {  /* no event: wait for every copy (finished units included) and remap */
+  if (ordered && copied && !bev) {  /* no event: wait for every copy (finished units included) and remap */
     GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));
     gh_tm_mover_drain(tm);
   }
-  ordered = ordered && bev;
+  /* Clean units only: no copy of the batch's own, so no event after it
+   * (one would follow every cleaning copy queued since theirs). */
+  const int clean_only = ordered && i > 0 && !copied;
+  ordered = ordered && (bev || clean_only);
   for (; head < i; head++) done += gh_tm_move_finish(tm, &u[head], to, &st[head % GH_TM_DEPTH], ordered);
   if (bev) {
     /* The users' later work after the copies and the remaps (the host
@@ -1962,6 +2033,13 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
     }
     if (drain) gh_tm_mover_drain(tm);
     gh_tm_ordered_set(tm, gh_tm_lane_to(tm, to), bev);
+    tm->ordered_moves++;
+    tm->ahead_moved |= ahead;
+  } else if (clean_only) {
+    /* The users after the clean units' copies (queued at their advice):
+     * the lane's earliest event that follows the latest of them. */
+    for (size_t k = 0; k < users.n; k++)
+      gh_tm_lane_wait(tm, gh_tm_lane_to(tm, to), cmax, &users.s[k], GH_TM_W_USERS);
     tm->ordered_moves++;
     tm->ahead_moved |= ahead;
   }
@@ -1983,6 +2061,7 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
   gh_tm_in_move = 1;
   const size_t done = gh_tm_move_units(tm, u, n, to);
   gh_tm_in_move = 0;
+  if (to == GH_TIER_HOST && tm->nframes[GH_TIER_HOST] > tm->clean_peak_f) tm->clean_peak_f = tm->nframes[GH_TIER_HOST];
   tm->move_ns += gh_tm_now_ns() - t0;
   return done;
 }
@@ -1994,6 +2073,124 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
 static int gh_tm_move_rc(const gh_tmgr_t* tm, const char* what) {
   if (tm->move_rc == GH_OK) return GH_OK;
   return _gh_error(tm->move_rc, "%s: a unit stayed where it was, its data there: %s", what, tm->move_what);
+}
+
+/* ---------------------------------------------------------------- cleaning
+ * With GPUHEAP_CLEAN=1 (=kernel: the copies by the provider's kernel), a
+ * quiet advice copies the tensor's units (a run's chunks, on the device)
+ * to host memory at once, on the copy stream after the advice's events,
+ * while they stay on the device: the units are *clean*. An eviction that
+ * takes a clean unit then only remaps (gh_tm_clean_start): the copy
+ * becomes its backing, its device memory a spare carrying the copy's
+ * event. Any end of the quiet promise (an advice, a prefetch, a pin, a
+ * free: gh_tm_unquiet) drops the copy, its host memory back to the pool.
+ * So a forward pass's copies run from its first quiet tensors on, beside
+ * its kernels, where evictions start copying only once the budget is full
+ * and each new tensor then waits for the copy of the memory it takes
+ * (bench/NOTES.md, host side, rows 117 and 119).
+ * How much: the frames on the host and the clean ones together stay
+ * within the frames on the host at the previous cycle's peak (a cycle
+ * starts at a cold advice after a prefetch: a forward pass), so that a
+ * training step cleans about what its forward then evicts, and its first
+ * step cleans nothing. Evictions take clean units before the other quiet
+ * ones (gh_tm_cmp_cold); a host budget too full for a new host allocation
+ * drops every clean copy first (gh_tm_host_get). Only with a restore
+ * stream (its lanes order a unit's restore after the copy that wrote its
+ * host memory) and without the mover. */
+
+/* Drop unit [v0, v0 + k)'s clean copy: its host memory back to the pool
+ * once the copy is done (the host waits for it if not). */
+static void gh_tm_clean_drop_unit(gh_tmgr_t* tm, size_t v0, size_t k) {
+  gh_vframe_t* f = &tm->vf[v0];
+  if (!f->clean) return;
+  const gh_tm_pa_t pa = f->cpa;
+  if (f->cev) {
+    GH_PW(tm, GH_TM_W_OTHER, tm->ops->event_sync(tm->fr, f->cev));
+    GH_P(tm, tm->ops->event_destroy(tm->fr, f->cev));
+  }
+  gh_tm_clean_forget(tm, v0, k);
+  gh_tm_host_put(tm, &pa);
+  tm->clean_n[2] += k;
+}
+
+/* Drop the clean copies of t's units. */
+static void gh_tm_clean_drop(gh_tmgr_t* tm, const gh_tensor_t* t) {
+  if (!tm->clean_f) return;
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
+    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    gh_tm_clean_drop_unit(tm, u.v0, u.k);
+    v = u.v0 + u.k;
+  }
+}
+
+/* Drop every clean copy (clean tensors are quiet, hence cold). */
+static void gh_tm_clean_drop_all(gh_tmgr_t* tm) {
+  for (const gh_tensor_t* t = tm->cold_head; t && tm->clean_f; t = t->cnext) gh_tm_clean_drop(tm, t);
+}
+
+/* Clean quiet tensor t's units on the device, as far as the target allows
+ * (see above). A provider failure leaves the unit as it was (on the
+ * device, not clean) and is returned; a host budget or alias region too
+ * full stops the cleaning, with GH_OK. */
+static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
+  if (!tm->clean_mode || !tm->split || tm->mover_on || !t->quiet || t->state != GH_T_LIVE || t->pins ||
+      tm->vf[t->vf0].role != GH_VF_RUN)
+    return GH_OK;
+  gh_tm_lane_t* l = &tm->lane[GH_TM_LANE_EVICT];
+  const gh_stream_t cs = l->s;
+  int rc = GH_OK, waited = 0;
+  const uint64_t issued = l->issued;
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf && rc == GH_OK;) {
+    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    v = u.v0 + u.k;
+    gh_vframe_t* f = &tm->vf[u.v0];
+    if (f->tier != GH_TIER_DEVICE || f->clean || f->pins) continue;
+    if (tm->nframes[GH_TIER_HOST] + tm->clean_f + u.k > tm->clean_target_f) {
+      tm->clean_n[3] += u.k;
+      continue;
+    }
+    gh_tm_pa_t dev;
+    if (gh_tm_vf_pas(tm, u.v0, 1, &dev) != 1 || dev.n != u.k || gh_tm_dalias_get(tm, &dev) != GH_OK) {
+      tm->clean_n[3] += u.k;  /* (a unit of several allocations, or no device alias: no staging for these) */
+      continue;
+    }
+    for (size_t w = u.v0; w < u.v0 + u.k; w++) tm->vf[w].palias = dev.alias;
+    gh_tm_pa_t h;
+    tm->cleaning = 1;
+    const int got = gh_tm_host_get(tm, u.k, &h, &cs);
+    tm->cleaning = 0;
+    if (got != GH_OK) {
+      tm->clean_n[3] += u.k;
+      if (got != GH_ERR_BUDGET) rc = got;
+      break;
+    }
+    if (!waited) {  /* the copy stream after the advice's events (the kernels that made and read it) */
+      for (unsigned i = 0; i < t->quiet; i++)
+        gh_tm_wait_for(tm, t->quiet_ev[i], t->streams[i], &cs, GH_TM_W_QUIET);
+      waited = 1;
+    }
+    /* after the unit's last restore, which wrote its device memory */
+    gh_tm_lane_wait(tm, &tm->lane[GH_TM_LANE_RESTORE], f->xstamp, &cs, GH_TM_W_ORDERED);
+    uint8_t* hva = gh_tm_alias_va(tm, h.alias);
+    const uint8_t* dva = gh_tm_dalias_va(tm, dev.alias);
+    const size_t bytes = u.k * tm->frame;
+    rc = GH_P(tm, tm->clean_mode == 2 ? tm->ops->copy_to_host(tm->fr, hva, dva, bytes, cs)
+                                      : tm->ops->copy(tm->fr, hva, dva, bytes, cs));
+    gh_fevent_t e = 0;
+    if (rc == GH_OK) rc = GH_P(tm, tm->ops->event_record(tm->fr, cs, &e));
+    if (rc != GH_OK) {  /* no copy may still write into it */
+      GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));
+      gh_tm_host_put(tm, &h);
+      break;
+    }
+    f->cpa = h, f->cev = e, f->cstamp = ++l->issued;
+    for (size_t w = u.v0; w < u.v0 + u.k; w++) tm->vf[w].clean = 1;
+    tm->clean_f += u.k;
+    tm->clean_n[0] += u.k;
+    tm->bytes_evicted += bytes;
+  }
+  if (l->issued != issued) gh_tm_lane_mark(tm, l);  /* an event of the lane's ring just after them */
+  return rc;
 }
 
 static int gh_tm_victim_ok(const gh_tmgr_t* tm, size_t v) {
@@ -2025,10 +2222,12 @@ typedef struct gh_tm_cold_s {
   uint64_t since;
   size_t v0;
   int quiet;
+  int clean;  /* clean (see "cleaning"): no copy to make, first of all */
 } gh_tm_cold_t;
 
 static int gh_tm_cmp_cold(const void* a, const void* b) {
   const gh_tm_cold_t *x = a, *y = b;
+  if (x->clean != y->clean) return x->clean ? -1 : 1;
   if (x->quiet != y->quiet) return x->quiet ? -1 : 1;
   if (x->since != y->since) return x->since < y->since ? -1 : 1;
   return x->v0 < y->v0 ? -1 : x->v0 > y->v0;
@@ -2072,7 +2271,8 @@ static gh_tm_cold_t* gh_tm_cold_units(gh_tmgr_t* tm, size_t* n) {
         if (!p) goto done;  /* out of memory: the ones found so far */
         out = p;
       }
-      out[m++] = (gh_tm_cold_t){gh_tm_cold_since(tm, u.v0), u.v0, !tm->quiet_first_off && gh_tm_vf_quiet(tm, u.v0)};
+      out[m++] = (gh_tm_cold_t){gh_tm_cold_since(tm, u.v0), u.v0, !tm->quiet_first_off && gh_tm_vf_quiet(tm, u.v0),
+                                tm->vf[u.v0].clean};
     }
 done:
   if (m) qsort(out, m, sizeof *out, gh_tm_cmp_cold);
@@ -2101,14 +2301,16 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
    * (the pool's frames are free to take). A unit larger than what is left
    * is passed over, so that a batch never picks a victim it cannot move
    * while a smaller one could go. */
-  const size_t host_held = tm->host_used - tm->pool_n;
+  const size_t host_held = tm->host_used - tm->pool_n - tm->clean_f;  /* (clean copies go if need be) */
   size_t hroom = tm->host_budget_f > host_held ? tm->host_budget_f - host_held : 0;
-  /* A chosen vframe takes its whole unit: mark all of it, count its frames. */
+  /* A chosen vframe takes its whole unit: mark all of it, count its frames
+   * (a clean unit has its host memory). */
 #define GH_TM_TAKE(v)                                                          \
   do {                                                                         \
     const gh_tm_unit_t u_ = gh_tm_unit_of(tm, (v));                            \
-    if (u_.k > hroom) break; /* passed over */                                 \
-    hroom -= u_.k;                                                             \
+    const size_t h_ = tm->vf[u_.v0].clean ? 0 : u_.k;                          \
+    if (h_ > hroom) break; /* passed over */                                   \
+    hroom -= h_;                                                               \
     for (size_t w_ = u_.v0; w_ < u_.v0 + u_.k; w_++) tm->vf[w_].mark = 1;      \
     idx[n++] = u_.v0, frames += u_.k;                                          \
   } while (0)
@@ -3020,6 +3222,11 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * (gh_tm_copy_out; rows 103-104). */
     const char* ck = getenv("GPUHEAP_COPY_KERNEL");
     tm->copy_kernel = !ck || !*ck || *ck == '0' ? 0 : strcmp(ck, "homeless") == 0 ? -1 : 1;
+    /* GPUHEAP_CLEAN=1: quiet tensors' units copied to the host at their
+     * advice (see "cleaning"), =kernel: by the provider's kernel; off
+     * unless set. */
+    const char* cl = getenv("GPUHEAP_CLEAN");
+    tm->clean_mode = !cl || !*cl || *cl == '0' ? 0 : strcmp(cl, "kernel") == 0 ? 2 : 1;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
     tm->wait_frees = wf && *wf ? *wf != '0' : -1;
     const char* ct = getenv("GPUHEAP_CALL_TIMES");
@@ -3597,6 +3804,11 @@ static int gh_tm_advise(gh_tmgr_t* tm, gh_tensor_t* t, gh_advice_t advice) {
   else
     rc = gh_tm_set_cold(tm, t, cold);
   if (rc != GH_OK) return rc;
+  if (tm->nframes[GH_TIER_HOST] > tm->clean_peak_f) tm->clean_peak_f = tm->nframes[GH_TIER_HOST];
+  if (advice == GH_ADVICE_COLD && tm->restoring) {  /* a new cycle (a forward pass): cleaning's target */
+    if (!tm->clean_fixed) tm->clean_target_f = tm->clean_peak_f;
+    tm->clean_peak_f = tm->nframes[GH_TIER_HOST];
+  }
   if (advice == GH_ADVICE_COLD) tm->restoring = 0;
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
     gh_vframe_t* f = &tm->vf[v];
@@ -3610,9 +3822,9 @@ static int gh_tm_advise(gh_tmgr_t* tm, gh_tensor_t* t, gh_advice_t advice) {
     while (n < t->nstreams && GH_P(tm, tm->ops->event_record(tm->fr, t->streams[n], &t->quiet_ev[n])) == GH_OK) n++;
     if (n == t->nstreams) {
       t->quiet = (uint8_t)n;
-    } else {
-      while (n) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[--n]));
+      return gh_tm_clean(tm, t);
     }
+    while (n) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[--n]));
   }
   return GH_OK;
 }
@@ -4116,6 +4328,25 @@ int _gh_tmgr_wait_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]) {
   return GH_OK;
 }
 
+int _gh_tmgr_clean_counts(gh_tmgr_t* tm, uint64_t n[4], size_t* clean_frames, size_t* target_frames) {
+  if (!tm || !n) return _gh_error(GH_ERR_INVAL, "NULL argument");
+  pthread_mutex_lock(&tm->mu);
+  memcpy(n, tm->clean_n, sizeof tm->clean_n);
+  if (clean_frames) *clean_frames = tm->clean_f;
+  if (target_frames) *target_frames = tm->clean_target_f;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+int _gh_tmgr_set_clean_target(gh_tmgr_t* tm, size_t frames) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
+  pthread_mutex_lock(&tm->mu);
+  tm->clean_target_f = frames;
+  tm->clean_fixed = 1;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames) {
   if (!tm || !frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
   pthread_mutex_lock(&tm->mu);
@@ -4232,9 +4463,21 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   gh_tm_lock(tm);
   gh_tm_mover_drain(tm);
   int rc = GH_OK;  /* (the accounts first; then a sticky failure, gh_tm_sticky) */
-  size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0}, cf = 0, cruns = 0;
+  size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0}, cf = 0, cruns = 0, clean = 0;
   for (size_t v = 0; v < tm->n_va && rc == GH_OK; v++) {
     const gh_vframe_t* f = &tm->vf[v];
+    if (f->clean) {  /* a live quiet run's unit on the device, whole; its first vframe holds the copy */
+      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+      const gh_vframe_t* h = &tm->vf[u.v0];
+      if (f->tier != GH_TIER_DEVICE || f->role != GH_VF_RUN || !f->tensors || f->tensors->state != GH_T_LIVE ||
+          !f->tensors->quiet || f->pins || !h->clean || h->cpa.n != u.k || h->cpa.tier != GH_TIER_HOST ||
+          h->cpa.alias == GH_TM_NO_ALIAS || !tm->alias_used[h->cpa.alias] || !h->cev)
+        rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: clean, tier %u, role %u, copy of %u frames", v, f->tier, f->role,
+                       h->cpa.n);
+      clean += v == u.v0 ? h->cpa.n : 0;
+    } else if (f->cpa.n || f->cev) {
+      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: not clean, with a copy of %u frames", v, f->cpa.n);
+    }
     if (f->role == GH_VF_HEAP) hf[f->tier]++;
     else if (gh_tm_vf_cached(f)) cf++;
     else if (f->role == GH_VF_SLAB || f->role == GH_VF_RUN) nf[f->tier]++;
@@ -4342,9 +4585,12 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   }
   if (rc == GH_OK && unflushed != tm->n_unflushed)
     rc = _gh_error(GH_ERR_CORRUPT, "pending frees with no event: %zu counted, %zu found", tm->n_unflushed, unflushed);
-  if (rc == GH_OK && tm->host_used != nf[GH_TIER_HOST] + hf[GH_TIER_HOST] + tm->pool_n + tm->pool_inflight)
-    rc = _gh_error(GH_ERR_CORRUPT, "host_used %zu != %zu + %zu + %zu", tm->host_used,
-                   nf[GH_TIER_HOST] + hf[GH_TIER_HOST], tm->pool_n, tm->pool_inflight);
+  if (rc == GH_OK && clean != tm->clean_f)
+    rc = _gh_error(GH_ERR_CORRUPT, "clean copies: %zu frames counted, %zu found", tm->clean_f, clean);
+  if (rc == GH_OK &&
+      tm->host_used != nf[GH_TIER_HOST] + hf[GH_TIER_HOST] + tm->pool_n + tm->pool_inflight + tm->clean_f)
+    rc = _gh_error(GH_ERR_CORRUPT, "host_used %zu != %zu + %zu + %zu + %zu clean", tm->host_used,
+                   nf[GH_TIER_HOST] + hf[GH_TIER_HOST], tm->pool_n, tm->pool_inflight, tm->clean_f);
   if (rc == GH_OK && (tm->dev_used > tm->dev_budget_f || tm->host_used > tm->host_budget_f))
     rc = _gh_error(GH_ERR_CORRUPT, "over budget: device %zu/%zu host %zu/%zu", tm->dev_used, tm->dev_budget_f,
                    tm->host_used, tm->host_budget_f);

@@ -122,6 +122,16 @@ int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
  * room waiting for pending frees, 7 a reclaim of every pending free, 8
  * others; the times zeros without the switch. */
 int _gh_tmgr_wait_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
+/* Cleaning (GPUHEAP_CLEAN; tensor.c, "cleaning"): n[0] frames cleaned
+ * (copied to the host at a quiet advice, left on the device), n[1] of
+ * them evicted clean (no copy at the eviction), n[2] clean copies dropped
+ * (the promise ended first, or the host budget needed them), n[3] frames
+ * left unclean (beyond the target, no alias or no host memory); the frames
+ * clean now and the cycle's target (either may be NULL). */
+int _gh_tmgr_clean_counts(gh_tmgr_t* tm, uint64_t n[4], size_t* clean_frames, size_t* target_frames);
+/* Tests only: cleaning's target, in frames, fixed from now on (cycles no
+ * longer set it). */
+int _gh_tmgr_set_clean_target(gh_tmgr_t* tm, size_t frames);
 /* Tests only: frames evicted homeless so far (a quiet tensor's home left
  * unmapped: gh_tm_homeless_ok). */
 int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames);

@@ -232,6 +232,7 @@ static size_t rand_size(void) {
 }
 
 static uint64_t random_restores, random_evictions, random_moves, random_waits, random_homeless; /* over all seeds */
+static uint64_t random_clean[4]; /* _gh_tmgr_clean_counts over all seeds */
 static uint64_t random_ordered; /* over the seeds with deferred copies */
 static uint64_t random_early;   /* ... copies run early (eager runs) */
 /* random_run with the simulation's copies deferred: the test's reads and
@@ -269,6 +270,9 @@ static void random_run(uint64_t seed, size_t ops) {
   /* ... and copies that nothing waits for yet run early at random, as a
    * GPU may run them (a wait missing in either direction shows) */
   if (random_defer) CHECK(_gh_tmgr_sim_eager(tm, seed * 7919 + 1, NULL) == GH_OK);
+  /* With GPUHEAP_CLEAN: a target that lets quiet tensors be cleaned while
+   * the host has room, whatever the cycles (random ops have none). */
+  if (getenv("GPUHEAP_CLEAN")) CHECK(_gh_tmgr_set_clean_target(tm, 160) == GH_OK);
   model_t m = {0};
   m.cap = 4096;
   m.t = calloc(m.cap, sizeof *m.t);
@@ -442,7 +446,14 @@ static void random_run(uint64_t seed, size_t ops) {
   random_restores += s.restores, random_evictions += s.evictions, random_homeless += homeless;
   random_moves += s.moves, random_waits += s.stream_waits;
   if (ops >= 1000) CHECK(s.evictions > 0 && s.moves > 0 && s.move_ns > 0 && s.stream_waits > 0);
-  CHECK(s.bytes_evicted == s.evictions * s.frame_bytes && s.bytes_restored == s.restores * s.frame_bytes);
+  /* (bytes evicted: a clean unit's at its copy, evicted or dropped later) */
+  uint64_t cn[4] = {0};
+  size_t clean_now = 0;
+  CHECK(_gh_tmgr_clean_counts(tm, cn, &clean_now, NULL) == GH_OK);
+  CHECK(cn[0] == cn[1] + cn[2] + clean_now);
+  for (int k = 0; k < 4; k++) random_clean[k] += cn[k];
+  CHECK(s.bytes_evicted == (s.evictions - cn[1] + cn[0]) * s.frame_bytes &&
+        s.bytes_restored == s.restores * s.frame_bytes);
   CHECK((s.moves > 0) == (s.move_ns > 0));
   CHECK(max_pending > 0);
   if (random_defer) random_ordered += s.ordered_moves;
@@ -1723,6 +1734,122 @@ static void homeless_one(int on) {
   check_stats(tm, &m);
   drain_and_destroy(tm, &m);
   free(m.t);
+}
+
+/* Cleaning (GPUHEAP_CLEAN): a training-like loop, its copies deferred
+ * and run early at random. A forward makes activations (twice the device
+ * budget), each advised cold then quiet; a backward prefetches them newest
+ * first, reads and frees them. The first step cleans nothing (no target
+ * yet); later ones clean at the quiet advice, and their forward's
+ * evictions take clean units (no copy of their own, their device memory
+ * reused after the clean copy only): no more bytes copied to the host a
+ * step than the first step's, every byte back, the accounts whole after
+ * every call. A host budget too small for the next eviction drops the
+ * clean copies first. */
+static void cleaning_one(const char* mode) {
+  setenv("GPUHEAP_CLEAN", mode, 1);
+  gh_tmgr_t* tm = make_tm(32, 128, 8, 1); /* 16 device frames, 64 host ones */
+  unsetenv("GPUHEAP_CLEAN");
+  if (!tm) return;
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  CHECK(_gh_tmgr_sim_eager(tm, 4242, NULL) == GH_OK);
+  enum { N = 10, STEPS = 4 }; /* 6 MiB (3 frames) each: 60 MiB against 32 */
+  ref_t a[N];
+  uint64_t per_step[STEPS] = {0}, c[4] = {0};
+  const gh_stream_t s = streams[1];
+  for (int step = 0; step < STEPS; step++) {
+    gh_tmgr_stats_t s0, s1;
+    CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
+    for (int i = 0; i < N; i++) {
+      void* p = NULL;
+      CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, s, &p) == GH_OK);
+      if (!p) return;
+      CHECK(_gh_tmgr_sim_run(tm, s) == GH_OK); /* its kernel, after what its stream waits for */
+      a[i] = (ref_t){.p = p, .bytes = 6 * MiB, .stamp = rnd(), .kind = GH_KIND_ACTIVATIONS};
+      pat_fill(p, 0, a[i].bytes, a[i].stamp);
+      CHECK(gh_tensor_advise(tm, p, GH_ADVICE_COLD) == GH_OK);
+      CHECK(gh_tensor_advise(tm, p, GH_ADVICE_QUIET) == GH_OK);
+      CHECK(_gh_tmgr_check(tm) == GH_OK);
+    }
+    for (int i = N; i-- > 0;) {
+      CHECK(gh_tensor_prefetch(tm, a[i].p, s) == GH_OK);
+      CHECK(_gh_tmgr_sim_run(tm, s) == GH_OK);
+      check_one(&a[i], 1);
+      CHECK(gh_tensor_free(tm, a[i].p, s) == GH_OK);
+      CHECK(_gh_tmgr_check(tm) == GH_OK);
+    }
+    CHECK(gh_tmgr_stats(tm, &s1) == GH_OK);
+    per_step[step] = s1.bytes_evicted - s0.bytes_evicted;
+    size_t target = 0;
+    CHECK(_gh_tmgr_clean_counts(tm, c, NULL, &target) == GH_OK);
+    if (step == 0) CHECK(c[0] == 0 && target == 0);
+  }
+  printf("cleaning (%s): %llu frames cleaned, %llu evicted clean, %llu dropped; MiB to the host a step: %llu, %llu, "
+         "%llu, %llu\n", mode, (unsigned long long)c[0], (unsigned long long)c[1], (unsigned long long)c[2],
+         (unsigned long long)(per_step[0] / MiB), (unsigned long long)(per_step[1] / MiB),
+         (unsigned long long)(per_step[2] / MiB), (unsigned long long)(per_step[3] / MiB));
+  CHECK(c[0] > 0 && c[1] > 0);
+  CHECK(per_step[STEPS - 1] > 0 && per_step[STEPS - 1] <= per_step[0]);
+  /* Both budgets nearly spent (24 tensors of 3 frames against 16 device
+   * and 64 host frames), every quiet unit cleaned while the host has room:
+   * cleaning stops where the host is full, evictions go on. */
+  CHECK(_gh_tmgr_set_clean_target(tm, 1000) == GH_OK);
+  model_t m = {0};
+  m.cap = 24;
+  m.t = calloc(m.cap, sizeof *m.t);
+  uint64_t before[4];
+  CHECK(_gh_tmgr_clean_counts(tm, before, NULL, NULL) == GH_OK);
+  while (m.n < m.cap) {
+    void* p = NULL;
+    CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, s, &p) == GH_OK);
+    if (!p) break;
+    CHECK(_gh_tmgr_sim_run(tm, s) == GH_OK);
+    ref_t* r = &m.t[m.n++];
+    *r = (ref_t){.p = p, .bytes = 6 * MiB, .stamp = rnd(), .kind = GH_KIND_ACTIVATIONS, .quiet = 1};
+    pat_fill(p, 0, r->bytes, r->stamp);
+    m.bytes += r->bytes;
+    CHECK(gh_tensor_advise(tm, p, GH_ADVICE_COLD) == GH_OK);
+    CHECK(gh_tensor_advise(tm, p, GH_ADVICE_QUIET) == GH_OK);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+  }
+  CHECK(_gh_tmgr_clean_counts(tm, c, NULL, NULL) == GH_OK);
+  CHECK(c[0] > before[0] && c[3] > before[3]);
+  random_defer = 1; /* drain_and_destroy: each prefetched (quiet), its copies run, read */
+  drain_and_destroy(tm, &m);
+  random_defer = 0;
+  free(m.t);
+  /* A host budget too full for an eviction: the clean copies go first.
+   * 16 device frames, 12 host ones, no pool: four quiet tensors of 3
+   * frames cleaned (12 host frames), then a fifth evicted. */
+  setenv("GPUHEAP_CLEAN", mode, 1);
+  tm = make_tm(32, 24, 0, 1);
+  unsetenv("GPUHEAP_CLEAN");
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_clean_target(tm, 1000) == GH_OK);
+  m = (model_t){0};
+  m.cap = 8;
+  m.t = calloc(m.cap, sizeof *m.t);
+  for (int i = 0; i < 5; i++) add_tensor(tm, &m, 6 * MiB, GH_KIND_ACTIVATIONS);
+  for (int i = 0; i < 4; i++) {
+    CHECK(gh_tensor_advise(tm, m.t[i].p, GH_ADVICE_QUIET) == GH_OK);
+    m.t[i].quiet = 1;
+  }
+  size_t clean_now = 0;
+  CHECK(_gh_tmgr_clean_counts(tm, before, &clean_now, NULL) == GH_OK);
+  CHECK_EQ_U64(clean_now, 12);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tensor_evict(tm, m.t[4].p) == GH_OK);
+  CHECK(tier_of(tm, m.t[4].p) == GH_TIER_HOST);
+  CHECK(_gh_tmgr_clean_counts(tm, c, &clean_now, NULL) == GH_OK);
+  CHECK(clean_now == 0 && c[2] == before[2] + 12);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
+static void cleaning(void) {
+  cleaning_one("1");
+  cleaning_one("kernel");
 }
 
 static void homeless(void) {
@@ -3819,6 +3946,7 @@ int main(int argc, char** argv) {
   prefetch_many();
   quiet();
   homeless();
+  cleaning();
   victims_fit_host();
   spares();
   chunk_follows();
@@ -3864,8 +3992,24 @@ int main(int argc, char** argv) {
   if (rs_set) setenv("GPUHEAP_RESTORE_STREAM", "0", 1); /* restores on the copy stream, as before row 109 */
   random_run(9, ops);
   if (rs_set) unsetenv("GPUHEAP_RESTORE_STREAM");
+  /* Cleaning (GPUHEAP_CLEAN): quiet tensors copied at their advice, and
+   * evicted with no copy; by the engine and by the kernel, with the copies
+   * deferred and run early at random. */
+  const int clean_set = getenv("GPUHEAP_CLEAN") == NULL;
+  if (clean_set) setenv("GPUHEAP_CLEAN", "1", 1);
+  random_run(12, ops);
+  random_run(13, ops);
+  if (clean_set) setenv("GPUHEAP_CLEAN", "kernel", 1);
+  random_run(14, ops);
+  if (clean_set) unsetenv("GPUHEAP_CLEAN");
   random_defer = 0;
   CHECK(random_restores > 0 && random_evictions > 0 && random_moves > 0 && random_waits > 0 && random_ordered > 0);
+  printf("random runs: %llu frames cleaned, %llu of them evicted clean, %llu dropped, %llu left unclean\n",
+         (unsigned long long)random_clean[0], (unsigned long long)random_clean[1],
+         (unsigned long long)random_clean[2], (unsigned long long)random_clean[3]);
+  const char* one_stream = getenv("GPUHEAP_RESTORE_STREAM"); /* (cleaning needs the restore stream) */
+  if (ops >= 1000 && !(one_stream && *one_stream == '0'))
+    CHECK(random_clean[0] > 0 && random_clean[1] > 0 && random_clean[2] > 0);
   printf("random runs: %llu copies run early\n", (unsigned long long)random_early);
   if (ops >= 1000) CHECK(random_early > 0);
   printf("random runs: %llu frames evicted homeless\n", (unsigned long long)random_homeless);
