@@ -1848,8 +1848,14 @@ static void cleaning_one(const char* mode) {
 }
 
 static void cleaning(void) {
+  /* (cleaning needs the restore stream: on for these whatever the run's setting) */
+  const char* rs = getenv("GPUHEAP_RESTORE_STREAM");
+  char* saved = rs ? strdup(rs) : NULL;
+  unsetenv("GPUHEAP_RESTORE_STREAM");
   cleaning_one("1");
   cleaning_one("kernel");
+  if (saved) setenv("GPUHEAP_RESTORE_STREAM", saved, 1);
+  free(saved);
 }
 
 static void homeless(void) {
