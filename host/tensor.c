@@ -128,6 +128,8 @@
  * it, and allocations between looks at the completed ones. */
 #define GH_TM_FLUSH_FREES ((size_t)16)
 #define GH_TM_RECLAIM_EVERY 8u
+/* Quiet tensors waiting to be cleaned (GPUHEAP_CLEAN=ready). */
+#define GH_TM_CLEAN_Q 64
 /* Empty slabs kept mapped per kind (the cache of small tensors). */
 #define GH_TM_SLAB_KEEP 2
 /* Pending frees an allocation looks through (newest first) for a run freed
@@ -187,6 +189,7 @@ struct gh_tensor_s {
   uint8_t kind, cold, state, nstreams, many_streams;
   uint8_t quiet;  /* advised GH_ADVICE_QUIET: its moves wait for quiet_ev[0..quiet), not its streams */
   uint8_t unsettled;  /* freed, its frames' counts not updated yet: GH_TM_UNSETTLED | _WARM | _PINNED */
+  uint8_t clean_wait; /* in tm->clean_q: to be cleaned once its advice's events are complete */
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
   gh_fevent_t quiet_ev[GH_TM_TENSOR_STREAMS]; /* recorded on its streams at the advice */
   gh_fevent_t ahead_ev;            /* prefetched ahead: after its copies; its users wait at the next use (gh_tm_ahead_join) */
@@ -384,7 +387,9 @@ struct gh_tmgr_s {
   uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
   /* Cleaning (see "cleaning"): GPUHEAP_CLEAN=1 (the copy engine) or
    * =kernel; off by default. */
-  int clean_mode;                    /* 0 off, 1 engine, 2 kernel */
+  int clean_mode;                    /* 0 off, 1 engine, 2 kernel, 3 engine once the advice's events are complete */
+  gh_tensor_t* clean_q[GH_TM_CLEAN_Q]; /* mode 3: quiet tensors waiting for their advice's events, oldest first */
+  size_t clean_qn;
   int cleaning;                      /* a clean is taking host memory: gh_tm_host_get drops no clean copy */
   size_t clean_f;                    /* host frames holding clean copies (in host_used) */
   size_t clean_target_f;             /* frames on the host at the previous cycle's peak: what cleaning may cover */
@@ -1165,6 +1170,7 @@ static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int w
 static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t);
 static void gh_tm_clean_drop(gh_tmgr_t* tm, const gh_tensor_t* t);
 static void gh_tm_clean_drop_all(gh_tmgr_t* tm);
+static void gh_tm_clean_unqueue(gh_tmgr_t* tm, gh_tensor_t* t);
 
 /* Forget a quiet advice (its events). remap: a live tensor's promise ends,
  * so its homeless units get their host memory mapped at home first
@@ -1176,6 +1182,7 @@ static int gh_tm_unquiet(gh_tmgr_t* tm, gh_tensor_t* t, int remap) {
     const int rc = gh_tm_home_back(tm, t);
     if (rc != GH_OK) return rc;
   }
+  gh_tm_clean_unqueue(tm, t);
   gh_tm_clean_drop(tm, t);  /* its clean copies go (the promise kept them valid) */
   for (unsigned i = 0; i < t->quiet; i++) GH_P(tm, tm->ops->event_destroy(tm->fr, t->quiet_ev[i]));
   memset(t->quiet_ev, 0, sizeof t->quiet_ev);
@@ -2098,6 +2105,16 @@ static int gh_tm_move_rc(const gh_tmgr_t* tm, const char* what) {
  * stream (its lanes order a unit's restore after the copy that wrote its
  * host memory) and without the mover. */
 
+/* Take t out of clean_q. */
+static void gh_tm_clean_unqueue(gh_tmgr_t* tm, gh_tensor_t* t) {
+  if (!t->clean_wait) return;
+  size_t k = 0;
+  for (size_t i = 0; i < tm->clean_qn; i++)
+    if (tm->clean_q[i] != t) tm->clean_q[k++] = tm->clean_q[i];
+  tm->clean_qn = k;
+  t->clean_wait = 0;
+}
+
 /* Drop unit [v0, v0 + k)'s clean copy: its host memory back to the pool
  * once the copy is done (the host waits for it if not). */
 static void gh_tm_clean_drop_unit(gh_tmgr_t* tm, size_t v0, size_t k) {
@@ -2136,6 +2153,19 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
   if (!tm->clean_mode || !tm->split || tm->mover_on || !t->quiet || t->state != GH_T_LIVE || t->pins ||
       tm->vf[t->vf0].role != GH_VF_RUN)
     return GH_OK;
+  /* GPUHEAP_CLEAN=ready: only once the kernels before the advice are done,
+   * so that no cleaning copy waits queued on the GPU (a map's access call
+   * waits for the copies to the host in flight: row 122); until then the
+   * tensor waits in clean_q (gh_tm_clean_poll). */
+  if (tm->clean_mode == 3 && !t->clean_wait) {
+    int done = 1;
+    for (unsigned i = 0; i < t->quiet && done; i++)
+      done = GH_P(tm, tm->ops->event_query(tm->fr, t->quiet_ev[i])) == GH_OK;
+    if (!done) {
+      if (tm->clean_qn < GH_TM_CLEAN_Q) tm->clean_q[tm->clean_qn++] = t, t->clean_wait = 1;
+      return GH_OK;
+    }
+  }
   gh_tm_lane_t* l = &tm->lane[GH_TM_LANE_EVICT];
   const gh_stream_t cs = l->s;
   int rc = GH_OK, waited = 0;
@@ -2191,6 +2221,20 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
   }
   if (l->issued != issued) gh_tm_lane_mark(tm, l);  /* an event of the lane's ring just after them */
   return rc;
+}
+
+/* GPUHEAP_CLEAN=ready: clean the queued tensors whose advice's events are
+ * complete, oldest first, up to the first that is not. */
+static void gh_tm_clean_poll(gh_tmgr_t* tm) {
+  while (tm->clean_qn) {
+    gh_tensor_t* t = tm->clean_q[0];
+    int done = 1;
+    for (unsigned i = 0; i < t->quiet && done; i++)
+      done = GH_P(tm, tm->ops->event_query(tm->fr, t->quiet_ev[i])) == GH_OK;
+    if (!done) return;
+    gh_tm_clean_unqueue(tm, t);
+    gh_tm_clean(tm, t);  /* (a failure leaves it unclean, as at its advice) */
+  }
 }
 
 static int gh_tm_victim_ok(const gh_tmgr_t* tm, size_t v) {
@@ -3226,7 +3270,10 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
      * advice (see "cleaning"), =kernel: by the provider's kernel; off
      * unless set. */
     const char* cl = getenv("GPUHEAP_CLEAN");
-    tm->clean_mode = !cl || !*cl || *cl == '0' ? 0 : strcmp(cl, "kernel") == 0 ? 2 : 1;
+    tm->clean_mode = !cl || !*cl || *cl == '0'      ? 0
+                     : strcmp(cl, "kernel") == 0 ? 2
+                     : strcmp(cl, "ready") == 0  ? 3
+                                                 : 1;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
     tm->wait_frees = wf && *wf ? *wf != '0' : -1;
     const char* ct = getenv("GPUHEAP_CALL_TIMES");
@@ -3507,6 +3554,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   gh_tmgr_stats_t snap;
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tm_lock(tm);
+  gh_tm_clean_poll(tm);
   tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
   int rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
@@ -3799,6 +3847,7 @@ static int gh_tm_advise(gh_tmgr_t* tm, gh_tensor_t* t, gh_advice_t advice) {
    * kind's. */
   const int cold = advice != GH_ADVICE_NORMAL;
   int rc;
+  gh_tm_clean_poll(tm);
   if (advice == GH_ADVICE_QUIET && t->cold)
     rc = gh_tm_unquiet(tm, t, 1); /* cold already: quiet keeps its place in the cold order (row 43) */
   else
@@ -4585,6 +4634,12 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   }
   if (rc == GH_OK && unflushed != tm->n_unflushed)
     rc = _gh_error(GH_ERR_CORRUPT, "pending frees with no event: %zu counted, %zu found", tm->n_unflushed, unflushed);
+  for (size_t i = 0; i < tm->clean_qn && rc == GH_OK; i++) {
+    const gh_tensor_t* t = tm->clean_q[i];
+    if (!t->clean_wait || !t->quiet || t->state != GH_T_LIVE || tm->clean_mode != 3)
+      rc = _gh_error(GH_ERR_CORRUPT, "clean queue %zu: %p waiting %u, quiet %u, state %u", i, (void*)t->ptr,
+                     t->clean_wait, t->quiet, t->state);
+  }
   if (rc == GH_OK && clean != tm->clean_f)
     rc = _gh_error(GH_ERR_CORRUPT, "clean copies: %zu frames counted, %zu found", tm->clean_f, clean);
   if (rc == GH_OK &&

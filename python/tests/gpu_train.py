@@ -160,6 +160,24 @@ def call_times(m):
     return out
 
 
+CLEAN_KINDS = ("cleaned", "evicted_clean", "dropped", "left_unclean")
+
+
+def clean_counts(m):
+    """With GPUHEAP_CLEAN set (host/tensor.c, "cleaning"): the frames
+    cleaned so far, evicted clean, whose clean copy was dropped, and left
+    unclean (_gh_tmgr_clean_counts); {} otherwise."""
+    if m is None or not os.environ.get("GPUHEAP_CLEAN"):
+        return {}
+    import ctypes
+    import gpuheap
+    f = getattr(gpuheap.library().cdll, "_gh_tmgr_clean_counts", None)
+    n = (ctypes.c_uint64 * 4)()
+    if f is None or f(ctypes.c_void_p(m.handle), n, None, None) != 0:
+        return {}
+    return {k: n[i] for i, k in enumerate(CLEAN_KINDS)}
+
+
 def vmm_ms(m):
     """With GPUHEAP_CALL_TIMES=1, the manager's physical-memory calls'
     time so far, ms; None otherwise (or without a manager)."""
@@ -374,6 +392,7 @@ def child(a):
     packed0 = 0
     s0 = {}
     c0 = {}
+    k0 = {}
     dev_max = 0
     snap_taken = False
     snap_s = 0.0
@@ -400,6 +419,7 @@ def child(a):
                 s0 = m.stats()
                 moved0 = s0["bytes_evicted"] + s0["bytes_restored"]
                 c0 = call_times(m)
+                k0 = clean_counts(m)
         x, y = xs[step % len(xs)], ys[step % len(ys)]
         opt.zero_grad(set_to_none=True)
         evs = [torch.cuda.Event(enable_timing=True) for _ in range(4)] if a.phases else None
@@ -531,6 +551,10 @@ def child(a):
             if c and c0:  # GPUHEAP_CALL_TIMES=1: calls a step and their ms a step, by kind
                 result["per_step"]["calls"] = {k: round((c[k][0] - c0[k][0]) / timed, 2) for k in c}
                 result["per_step"]["call_ms"] = {k: round((c[k][1] - c0[k][1]) / timed, 3) for k in c}
+            k = clean_counts(m)
+            if k and k0:  # GPUHEAP_CLEAN: frames a step (cleaned, evicted clean, dropped, left unclean)
+                result["per_step"]["clean_frames"] = {x: round((k[x] - k0[x]) / timed, 1) for x in k}
+                log(f"gpu_train[{cfg}]: cleaning, frames a step: {result['per_step']['clean_frames']}")
         result["oom"] = result["oom"] or s["oom_events"] > 0 or bool(ooms)
         result["memory_stats"] = dict(ght.memory_stats())
         if off is not None:

@@ -1834,6 +1834,8 @@ static void cleaning_one(const char* mode) {
     CHECK(gh_tensor_advise(tm, m.t[i].p, GH_ADVICE_QUIET) == GH_OK);
     m.t[i].quiet = 1;
   }
+  for (int k = 0; k < 3; k++) /* (=ready: later calls clean what waited for its events) */
+    CHECK(gh_tensor_advise(tm, m.t[4].p, GH_ADVICE_NORMAL) == GH_OK);
   size_t clean_now = 0;
   CHECK(_gh_tmgr_clean_counts(tm, before, &clean_now, NULL) == GH_OK);
   CHECK_EQ_U64(clean_now, 12);
@@ -1854,6 +1856,7 @@ static void cleaning(void) {
   unsetenv("GPUHEAP_RESTORE_STREAM");
   cleaning_one("1");
   cleaning_one("kernel");
+  cleaning_one("ready");
   if (saved) setenv("GPUHEAP_RESTORE_STREAM", saved, 1);
   free(saved);
 }
@@ -4007,6 +4010,8 @@ int main(int argc, char** argv) {
   random_run(13, ops);
   if (clean_set) setenv("GPUHEAP_CLEAN", "kernel", 1);
   random_run(14, ops);
+  if (clean_set) setenv("GPUHEAP_CLEAN", "ready", 1);
+  random_run(15, ops);
   if (clean_set) unsetenv("GPUHEAP_CLEAN");
   random_defer = 0;
   CHECK(random_restores > 0 && random_evictions > 0 && random_moves > 0 && random_waits > 0 && random_ordered > 0);
