@@ -390,6 +390,7 @@ struct gh_tmgr_s {
   int clean_mode;                    /* 0 off, 1 engine, 2 kernel, 3 engine once the advice's events are complete */
   gh_tensor_t* clean_q[GH_TM_CLEAN_Q]; /* mode 3: quiet tensors waiting for their advice's events, oldest first */
   size_t clean_qn;
+  int clean_polling;                 /* gh_tm_clean_poll is cleaning one of them */
   int cleaning;                      /* a clean is taking host memory: gh_tm_host_get drops no clean copy */
   size_t clean_f;                    /* host frames holding clean copies (in host_used) */
   size_t clean_target_f;             /* frames on the host at the previous cycle's peak: what cleaning may cover */
@@ -2153,18 +2154,14 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
   if (!tm->clean_mode || !tm->split || tm->mover_on || !t->quiet || t->state != GH_T_LIVE || t->pins ||
       tm->vf[t->vf0].role != GH_VF_RUN)
     return GH_OK;
-  /* GPUHEAP_CLEAN=ready: only once the kernels before the advice are done,
-   * so that no cleaning copy waits queued on the GPU (a map's access call
-   * waits for the copies to the host in flight: row 122); until then the
-   * tensor waits in clean_q (gh_tm_clean_poll). */
-  if (tm->clean_mode == 3 && !t->clean_wait) {
-    int done = 1;
-    for (unsigned i = 0; i < t->quiet && done; i++)
-      done = GH_P(tm, tm->ops->event_query(tm->fr, t->quiet_ev[i])) == GH_OK;
-    if (!done) {
-      if (tm->clean_qn < GH_TM_CLEAN_Q) tm->clean_q[tm->clean_qn++] = t, t->clean_wait = 1;
-      return GH_OK;
-    }
+  /* GPUHEAP_CLEAN=ready: the copies are queued at the end of an
+   * allocation (after its maps), once the kernels before the advice are
+   * done, so that no cleaning copy waits queued on the GPU while the host
+   * maps (a map's access call waits for the copies to the host in flight:
+   * row 122); until then the tensor waits in clean_q (gh_tm_clean_poll). */
+  if (tm->clean_mode == 3 && !t->clean_wait && !tm->clean_polling) {
+    if (tm->clean_qn < GH_TM_CLEAN_Q) tm->clean_q[tm->clean_qn++] = t, t->clean_wait = 1;
+    return GH_OK;
   }
   gh_tm_lane_t* l = &tm->lane[GH_TM_LANE_EVICT];
   const gh_stream_t cs = l->s;
@@ -2223,8 +2220,9 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
   return rc;
 }
 
-/* GPUHEAP_CLEAN=ready: clean the queued tensors whose advice's events are
- * complete, oldest first, up to the first that is not. */
+/* GPUHEAP_CLEAN=ready, at the end of an allocation: clean the queued
+ * tensors whose advice's events are complete, oldest first, up to the
+ * first that is not. */
 static void gh_tm_clean_poll(gh_tmgr_t* tm) {
   while (tm->clean_qn) {
     gh_tensor_t* t = tm->clean_q[0];
@@ -2233,7 +2231,9 @@ static void gh_tm_clean_poll(gh_tmgr_t* tm) {
       done = GH_P(tm, tm->ops->event_query(tm->fr, t->quiet_ev[i])) == GH_OK;
     if (!done) return;
     gh_tm_clean_unqueue(tm, t);
+    tm->clean_polling = 1;
     gh_tm_clean(tm, t);  /* (a failure leaves it unclean, as at its advice) */
+    tm->clean_polling = 0;
   }
 }
 
@@ -3554,7 +3554,6 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   gh_tmgr_stats_t snap;
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tm_lock(tm);
-  gh_tm_clean_poll(tm);
   tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
   int rc = gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
@@ -3611,6 +3610,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
     }
   }
   tm->ordered = 0;
+  gh_tm_clean_poll(tm);  /* after this allocation's maps (=ready) */
   gh_tm_trace(tm, "a %llx %zu %u %zu %d\n", GH_TM_TP(rc == GH_OK ? t->ptr : NULL), bytes, (unsigned)kind,
               gh_tm_sidx(tm, stream), rc);
   const gh_oom_fn oom = tm->oom;
@@ -3847,7 +3847,6 @@ static int gh_tm_advise(gh_tmgr_t* tm, gh_tensor_t* t, gh_advice_t advice) {
    * kind's. */
   const int cold = advice != GH_ADVICE_NORMAL;
   int rc;
-  gh_tm_clean_poll(tm);
   if (advice == GH_ADVICE_QUIET && t->cold)
     rc = gh_tm_unquiet(tm, t, 1); /* cold already: quiet keeps its place in the cold order (row 43) */
   else

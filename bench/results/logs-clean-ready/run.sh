@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Row 123 (bench/NOTES.md, host side): after row 122, cleaning whose copies
-# are queued only once the advice's events are complete (cr:
-# GPUHEAP_CLEAN=ready) against the defaults (d) and row 122's cleaning
+# are queued at the end of an allocation (after its maps), once the
+# advice's events are complete (cr: GPUHEAP_CLEAN=ready) against the defaults (d) and row 122's cleaning
 # (c1: GPUHEAP_CLEAN=1), at width 256 with --phases, two alternated rounds,
 # then one round of d / cr at 512 with --offload-state; all with
 # GPUHEAP_CALL_TIMES=1 and the clean counts a step. expectation.txt was
