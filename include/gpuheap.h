@@ -369,7 +369,11 @@ typedef enum gh_advice_e {
  * caller can run ahead of its frees: while it restores (a prefetch came
  * after its last GH_ADVICE_COLD, as in a backward pass) and a quiet tensor
  * is among the first cold ones, room waits for pending frees before
- * evicting (GPUHEAP_WAIT_FREES=1 always, =0 never). GH_ERR_INVAL for an
+ * evicting (GPUHEAP_WAIT_FREES=1 always, =0 never). With GPUHEAP_CLEAN=1
+ * (off by default; host/TENSORS.md, "Cleaning"), a quiet tensor's bytes
+ * are also copied to host memory now while it stays on the device, so that
+ * its eviction later makes no copy; a copy the provider refuses leaves it
+ * unclean and is returned (the advice holds). GH_ERR_INVAL for an
  * unknown advice; GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
 int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice);
 /* Pinned tensors stay on the device: a pinned tensor on the host is brought
