@@ -2091,7 +2091,8 @@ static int gh_tm_move_rc(const gh_tmgr_t* tm, const char* what) {
  * takes a clean unit then only remaps (gh_tm_clean_start): the copy
  * becomes its backing, its device memory a spare carrying the copy's
  * event. Any end of the quiet promise (an advice, a prefetch, a pin, a
- * free: gh_tm_unquiet) drops the copy, its host memory back to the pool.
+ * free: gh_tm_unquiet) drops the copy, its host memory back to the pool
+ * (the host waits for the copy first if it still runs).
  * So a forward pass's copies run from its first quiet tensors on, beside
  * its kernels, where evictions start copying only once the budget is full
  * and each new tensor then waits for the copy of the memory it takes
