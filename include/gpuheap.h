@@ -208,7 +208,8 @@ typedef struct gh_tmgr_stats_s {
   size_t pending_frees;                           /* freed, waiting for their stream */
   size_t host_pool_frames;                        /* host frames created and not in use */
   uint64_t evictions, restores;                   /* frames moved */
-  uint64_t bytes_evicted, bytes_restored;
+  uint64_t bytes_evicted, bytes_restored;         /* bytes copied each way (GPUHEAP_CLEAN: a clean copy's
+                                                     bytes when made, evicted later or not) */
   uint64_t oom_events;                            /* requests that found neither tier with room */
   uint64_t heap_grows, heap_shrinks;              /* frames */
   size_t cached_frames;      /* device frames mapped with no live or pending tensor, kept for reuse (in the budget) */
