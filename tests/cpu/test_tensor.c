@@ -1851,6 +1851,47 @@ static void cleaning_one(const char* mode) {
   free(m.t);
 }
 
+/* A unit cleaned right after its restore was queued (prefetched ahead,
+ * its copy deferred): the cleaning copy runs after the restore's copy on
+ * the other lane, so the host copy holds the restored bytes. (Two waits
+ * order it here: the unit's last restore, and the pooled host memory that
+ * restore gave back, which the cleaning takes; either alone suffices, so
+ * removing one does not fail this case.) Repeated, with deferred copies
+ * run only when waited for, then also early at random. */
+static void clean_after_restore(void) {
+  setenv("GPUHEAP_CLEAN", "1", 1);
+  gh_tmgr_t* tm = make_tm(32, 128, 8, 1);
+  unsetenv("GPUHEAP_CLEAN");
+  if (!tm) return;
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  CHECK(_gh_tmgr_set_clean_target(tm, 1000) == GH_OK);
+  const gh_stream_t s = streams[1];
+  uint64_t c[4] = {0};
+  for (int round = 0; round < 16; round++) {
+    if (round == 8) CHECK(_gh_tmgr_sim_eager(tm, 777, NULL) == GH_OK); /* then run early at random too */
+    void* p = NULL;
+    CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, s, &p) == GH_OK);
+    if (!p) break;
+    CHECK(_gh_tmgr_sim_run(tm, s) == GH_OK);
+    ref_t r = {.p = p, .bytes = 6 * MiB, .stamp = rnd(), .kind = GH_KIND_ACTIVATIONS};
+    pat_fill(p, 0, r.bytes, r.stamp);
+    CHECK(gh_tensor_evict(tm, p) == GH_OK);
+    CHECK(gh_tensor_prefetch_ahead(tm, p, s) == GH_OK); /* its restore copy deferred */
+    CHECK(gh_tensor_advise(tm, p, GH_ADVICE_QUIET) == GH_OK); /* cleaned: after that copy */
+    CHECK(gh_tensor_evict_ahead(tm, p) == GH_OK);  /* evicted clean: no copy of its own */
+    CHECK(tier_of(tm, p) == GH_TIER_HOST);
+    CHECK(gh_tensor_prefetch(tm, p, s) == GH_OK);
+    CHECK(_gh_tmgr_sim_run(tm, s) == GH_OK);
+    check_one(&r, 1);
+    CHECK(gh_tensor_free(tm, p, s) == GH_OK);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+  }
+  CHECK(_gh_tmgr_clean_counts(tm, c, NULL, NULL) == GH_OK);
+  CHECK(c[1] >= 16 * 3);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 static void cleaning(void) {
   /* (cleaning needs the restore stream: on for these whatever the run's setting) */
   const char* rs = getenv("GPUHEAP_RESTORE_STREAM");
@@ -1859,6 +1900,7 @@ static void cleaning(void) {
   cleaning_one("1");
   cleaning_one("kernel");
   cleaning_one("ready");
+  clean_after_restore();
   if (saved) setenv("GPUHEAP_RESTORE_STREAM", saved, 1);
   free(saved);
 }
