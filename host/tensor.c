@@ -2178,7 +2178,8 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
       continue;
     }
     gh_tm_pa_t dev;
-    if (gh_tm_vf_pas(tm, u.v0, 1, &dev) != 1 || dev.n != u.k || gh_tm_dalias_get(tm, &dev) != GH_OK) {
+    gh_tm_vf_pas(tm, u.v0, 1, &dev);  /* (the allocation at its first vframe) */
+    if (dev.n != u.k || gh_tm_dalias_get(tm, &dev) != GH_OK) {
       tm->clean_n[3] += u.k;  /* (a unit of several allocations, or no device alias: no staging for these) */
       continue;
     }
@@ -2233,7 +2234,7 @@ static void gh_tm_clean_poll(gh_tmgr_t* tm) {
     if (!done) return;
     gh_tm_clean_unqueue(tm, t);
     tm->clean_polling = 1;
-    gh_tm_clean(tm, t);  /* (a failure leaves it unclean, as at its advice) */
+    gh_tm_clean(tm, t);  /* (a refused copy leaves it unclean with nothing lost; no call reports it here) */
     tm->clean_polling = 0;
   }
 }

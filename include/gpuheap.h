@@ -374,7 +374,9 @@ typedef enum gh_advice_e {
  * (off by default; host/TENSORS.md, "Cleaning"), a quiet tensor's bytes
  * are also copied to host memory now while it stays on the device, so that
  * its eviction later makes no copy; a copy the provider refuses leaves it
- * unclean and is returned (the advice holds). GH_ERR_INVAL for an
+ * unclean and is returned (the advice holds; with GPUHEAP_CLEAN=ready the
+ * copy is made at a later allocation, and a refusal there is not reported).
+ * GH_ERR_INVAL for an
  * unknown advice; GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
 int gh_tensor_advise(gh_tmgr_t* tm, void* ptr, gh_advice_t advice);
 /* Pinned tensors stay on the device: a pinned tensor on the host is brought

@@ -1892,6 +1892,40 @@ static void clean_after_restore(void) {
   drain_and_destroy(tm, &m);
 }
 
+/* A cleaning copy or its event refused: the advice returns the
+ * provider's error, the advice itself holds (quiet, cold), the unit stays
+ * on the device unclean with every byte, the accounts whole; the next
+ * quiet advice cleans it. */
+static void clean_fails(void) {
+  setenv("GPUHEAP_CLEAN", "1", 1);
+  gh_tmgr_t* tm = make_tm(32, 128, 8, 1);
+  unsetenv("GPUHEAP_CLEAN");
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_clean_target(tm, 1000) == GH_OK);
+  model_t m = {0};
+  m.cap = 2;
+  m.t = calloc(m.cap, sizeof *m.t);
+  add_tensor(tm, &m, 6 * MiB, GH_KIND_ACTIVATIONS);
+  for (int kind = 0; kind < 2; kind++) { /* 0: the copy refused, 1: its event (the advice's own comes first) */
+    CHECK((kind == 0 ? _gh_tmgr_sim_fail_copy(tm, 1) : _gh_tmgr_sim_fail_event(tm, 2, NULL)) == GH_OK);
+    CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_QUIET) == GH_ERR_CUDA);
+    size_t clean_now = 99;
+    CHECK(_gh_tmgr_clean_counts(tm, (uint64_t[4]){0}, &clean_now, NULL) == GH_OK);
+    CHECK_EQ_U64(clean_now, 0);
+    CHECK(tier_of(tm, m.t[0].p) == GH_TIER_DEVICE);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    check_one(&m.t[0], 1);
+    CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_NORMAL) == GH_OK); /* the quiet advice held: it ends */
+  }
+  CHECK(gh_tensor_advise(tm, m.t[0].p, GH_ADVICE_QUIET) == GH_OK);
+  size_t clean_now = 0;
+  CHECK(_gh_tmgr_clean_counts(tm, (uint64_t[4]){0}, &clean_now, NULL) == GH_OK);
+  CHECK_EQ_U64(clean_now, 3);
+  m.t[0].quiet = 1;
+  drain_and_destroy(tm, &m);
+  free(m.t);
+}
+
 static void cleaning(void) {
   /* (cleaning needs the restore stream: on for these whatever the run's setting) */
   const char* rs = getenv("GPUHEAP_RESTORE_STREAM");
@@ -1901,6 +1935,7 @@ static void cleaning(void) {
   cleaning_one("kernel");
   cleaning_one("ready");
   clean_after_restore();
+  clean_fails();
   if (saved) setenv("GPUHEAP_RESTORE_STREAM", saved, 1);
   free(saved);
 }
