@@ -7,16 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "frames_sim.h"
 #include "tensor_impl.h"
 
-static void gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0);
 static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
 static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
-static void gh_tm_mover_drain(gh_tmgr_t* tm);
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
-static void gh_tm_wait_failed(gh_tmgr_t* tm, int site);
 
 /* ---------------------------------------------------------------- trace
  * GPUHEAP_TRACE=path (a "%d" in it becomes the process id): every call
@@ -140,7 +136,7 @@ static int gh_tm_op_kind(const char* call) {
 }
 /* Under pmu: a provider call of GH_P (its site's kind in *kind) that waited
  * for pmu from w0 and ran from t0 until now. */
-static void gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0) {
+void _gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0) {
   if (*kind < 0) *kind = gh_tm_op_kind(call);
   tm->op_n[*kind]++, tm->op_ns[*kind] += gh_tm_now_ns() - t0;
   gh_tm_pmu_waited(tm, w0, t0);
@@ -386,7 +382,7 @@ static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream)
     const uint64_t seq = tm->jseq;
     pthread_mutex_unlock(&tm->jmu);
     if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, stream, tm->word, (uint32_t)seq)) != GH_OK)
-      gh_tm_mover_drain(tm);
+      _gh_tm_mover_drain(tm);
   }
   gh_tm_tensor_add_stream(t, stream);
 }
@@ -438,7 +434,7 @@ static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_tm_pa_t* pa, const gh_strea
  * wait for its copies. The manager's records change at once and the
  * provider's mappings catch up when the mover is done, so every call that
  * could meet memory or addresses with a remap still to come waits until
- * the mover is idle (gh_tm_mover_drain): every unmap and release (GH_PV),
+ * the mover is idle (_gh_tm_mover_drain): every unmap and release (GH_PV),
  * every move, and every wait on the host for work of the tensors' streams
  * (which may wait for the word: holding pmu there would keep the mover
  * from writing it). A remap the driver refuses (it has mapped the same
@@ -450,7 +446,7 @@ static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_tm_pa_t* pa, const gh_strea
  * to nothing, and a copy or memset queued on the tensor then fails (the
  * runtime checks their addresses when they are queued: bench/NOTES.md,
  * host side, row 47); the word orders kernels only. */
-static void gh_tm_mover_drain(gh_tmgr_t* tm) {
+void _gh_tm_mover_drain(gh_tmgr_t* tm) {
   if (!tm->mover_on || gh_tm_is_mover) return;
   pthread_mutex_lock(&tm->jmu);
   while (tm->jhead != tm->jn || tm->mover_busy) pthread_cond_wait(&tm->jdone_cv, &tm->jmu);
@@ -461,7 +457,7 @@ static void gh_tm_mover_drain(gh_tmgr_t* tm) {
  * that cannot be undone once counted done (a remap on the mover, a held
  * copy not queued, a wait for copies that failed). Later allocations,
  * moves and gh_tmgr_maintain fail with GH_ERR_CORRUPT and this text
- * (gh_tm_mover_failed); frees and destroy still give everything back. */
+ * (_gh_tm_mover_failed); frees and destroy still give everything back. */
 static void gh_tm_sticky(gh_tmgr_t* tm, int rc, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 static void gh_tm_sticky(gh_tmgr_t* tm, int rc, const char* fmt, ...) {
   pthread_mutex_lock(&tm->jmu);
@@ -482,7 +478,7 @@ static void gh_tm_sticky(gh_tmgr_t* tm, int rc, const char* fmt, ...) {
  * to another tensor): their bytes may be lost. So it is sticky. A move
  * waiting for its own copy also undoes itself (gh_tm_move_finish): that
  * unit keeps its bytes where they were. */
-static void gh_tm_wait_failed(gh_tmgr_t* tm, int site) {
+void _gh_tm_wait_failed(gh_tmgr_t* tm, int site) {
   static const char* const why[GH_TM_WAITS] = {"a drain before a move", "a quiet advice's events",
                                                "a spare's eviction copy", "the latest moves' copies",
                                                "a move's copies for their users", "a move's own copies",
@@ -555,7 +551,7 @@ static uint64_t gh_tm_mover_seal(gh_tmgr_t* tm) {
 
 /* The manager's sticky failure (GH_OK if none: see mover_err), recorded
  * as this call's error. */
-static int gh_tm_mover_failed(gh_tmgr_t* tm) {
+int _gh_tm_mover_failed(gh_tmgr_t* tm) {
   pthread_mutex_lock(&tm->jmu);
   const int rc = tm->mover_err;
   char what[sizeof tm->mover_what];
@@ -773,7 +769,7 @@ static size_t gh_tm_pool_find(const gh_tmgr_t* tm, size_t n) {
 }
 
 /* Release the pool's last allocation (the pool is not empty). */
-static void gh_tm_pool_release_last(gh_tmgr_t* tm) {
+void _gh_tm_pool_release_last(gh_tmgr_t* tm) {
   gh_tm_host_ready(tm, NULL, NULL);
   const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
   gh_tm_pool_take(tm, tm->pool_cnt - 1);
@@ -796,7 +792,7 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_str
     gh_tm_host_ready(tm, out, user);
     out->stamp = 0;
   } else {
-    while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) gh_tm_pool_release_last(tm);
+    while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) _gh_tm_pool_release_last(tm);
     const int room = tm->host_used + n <= tm->host_budget_f;
     const uint32_t alias = room ? gh_tm_alias_get(tm, n) : GH_TM_NO_ALIAS;
     if (!room) {
@@ -857,7 +853,7 @@ static void* gh_tm_pool_main(void* arg) {
       continue;
     }
     /* Reserve the budget and the count first (the chunk does not change
-     * while a creation is in flight: gh_tm_chunk_set quiesces the pool). */
+     * while a creation is in flight: _gh_tm_chunk_set quiesces the pool). */
     tm->host_used += n, tm->pool_inflight += n;
     gh_tm_pool_count(tm, n, +1);
     pthread_mutex_unlock(&tm->mu);
@@ -886,7 +882,7 @@ static void* gh_tm_pool_main(void* arg) {
 }
 
 /* Wait (under mu) until no pool creation holds host budget in flight. */
-static void gh_tm_pool_quiesce(gh_tmgr_t* tm) {
+void _gh_tm_pool_quiesce(gh_tmgr_t* tm) {
   while (tm->pool_inflight) pthread_cond_wait(&tm->pool_done_cv, &tm->mu);
 }
 
@@ -968,7 +964,7 @@ static gh_tm_pa_t gh_tm_spare_take(gh_tmgr_t* tm, size_t i) {
   tm->spare_f -= pa.n;
   return pa;
 }
-static void gh_tm_spare_release(gh_tmgr_t* tm, size_t i) {
+void _gh_tm_spare_release(gh_tmgr_t* tm, size_t i) {
   const gh_tm_pa_t pa = gh_tm_spare_take(tm, i);
   gh_tm_dev_release(tm, &pa);
 }
@@ -1008,7 +1004,7 @@ static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stre
       gh_tm_pa_ready(tm, out, user);
       return GH_OK;
     }
-  while (tm->n_spare && tm->dev_used + n > tm->dev_budget_f) gh_tm_spare_release(tm, 0);
+  while (tm->n_spare && tm->dev_used + n > tm->dev_budget_f) _gh_tm_spare_release(tm, 0);
   const int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
   if (rc != GH_OK) return rc;
   tm->dev_used += n;
@@ -1137,7 +1133,7 @@ typedef struct gh_tm_step_s {
 } gh_tm_step_t;
 
 /* The unit of vframe v. */
-static gh_tm_unit_t gh_tm_unit_of(const gh_tmgr_t* tm, size_t v) {
+gh_tm_unit_t _gh_tm_unit_of(const gh_tmgr_t* tm, size_t v) {
   const gh_vframe_t* f = &tm->vf[v];
   gh_tm_unit_t u = {v, 1};
   if (f->role == GH_VF_RUN && f->tensors) {
@@ -1191,7 +1187,7 @@ static int gh_tm_homeless_ok(const gh_tmgr_t* tm, const gh_tm_unit_t* u) {
 static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t) {
   int rc = GH_OK;
   for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
-    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    const gh_tm_unit_t u = _gh_tm_unit_of(tm, v);
     if (tm->vf[u.v0].homeless) {
       gh_tm_pa_t pas[GH_TM_CHUNK_MAX];
       const size_t n = gh_tm_vf_pas(tm, u.v0, u.k, pas);
@@ -1433,7 +1429,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   if (users.all) ordered = 0;
   /* The mover's earlier remaps first (these units may be among them, and
    * the streams waited for below may wait for its word). */
-  gh_tm_mover_drain(tm);
+  _gh_tm_mover_drain(tm);
   const int mover = ordered && tm->mover_on && gh_tm_mover_reserve(tm, n + 1) == GH_OK;
   size_t queued = 0;
   const int synced = gh_tm_sset_sync(tm, &ss);
@@ -1470,7 +1466,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   const uint64_t seq = queued ? gh_tm_mover_seal(tm) : 0;
   if (ordered && copied && !bev) {  /* no event: wait for every copy (finished units included) and remap */
     GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));
-    gh_tm_mover_drain(tm);
+    _gh_tm_mover_drain(tm);
   }
   /* Clean units only: no copy of the batch's own, so no event after it
    * (one would follow every cleaning copy queued since theirs). */
@@ -1486,7 +1482,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
       if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, users.s[k], tm->word, (uint32_t)seq)) != GH_OK)
         drain = 1;
     }
-    if (drain) gh_tm_mover_drain(tm);
+    if (drain) _gh_tm_mover_drain(tm);
     gh_tm_ordered_set(tm, gh_tm_lane_to(tm, to), bev);
     tm->ordered_moves++;
     tm->ahead_moved |= ahead;
@@ -1522,7 +1518,7 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
 }
 
 /* The first provider failure of this call's moves (tm->move_rc, reset as
- * a call takes the manager: gh_tm_lock) as its error (`what`: the call),
+ * a call takes the manager: _gh_tm_lock) as its error (`what`: the call),
  * or GH_OK. A restore short of room because the eviction that was to make
  * it failed reports that failure, not the budget. */
 static int gh_tm_move_rc(const gh_tmgr_t* tm, const char* what) {
@@ -1583,7 +1579,7 @@ static void gh_tm_clean_drop_unit(gh_tmgr_t* tm, size_t v0, size_t k) {
 static void gh_tm_clean_drop(gh_tmgr_t* tm, const gh_tensor_t* t) {
   if (!tm->clean_f) return;
   for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
-    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    const gh_tm_unit_t u = _gh_tm_unit_of(tm, v);
     gh_tm_clean_drop_unit(tm, u.v0, u.k);
     v = u.v0 + u.k;
   }
@@ -1616,7 +1612,7 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
   int rc = GH_OK, waited = 0;
   const uint64_t issued = l->issued;
   for (size_t v = t->vf0; v < t->vf0 + t->nvf && rc == GH_OK;) {
-    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    const gh_tm_unit_t u = _gh_tm_unit_of(tm, v);
     v = u.v0 + u.k;
     gh_vframe_t* f = &tm->vf[u.v0];
     if (f->tier != GH_TIER_DEVICE || f->clean || f->pins) continue;
@@ -1701,7 +1697,7 @@ static int gh_tm_cmp_size(const void* a, const void* b) {
 static size_t gh_tm_units(const gh_tmgr_t* tm, const size_t* idx, size_t n, gh_tm_unit_t* out) {
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    const gh_tm_unit_t u = gh_tm_unit_of(tm, idx[i]);
+    const gh_tm_unit_t u = _gh_tm_unit_of(tm, idx[i]);
     if (m && out[m - 1].v0 == u.v0) continue;
     out[m++] = u;
   }
@@ -1756,7 +1752,7 @@ static gh_tm_cold_t* gh_tm_cold_units(gh_tmgr_t* tm, size_t* n) {
   size_t m = 0, cap = 0;
   for (const gh_tensor_t* t = tm->cold_head; t; t = t->cnext)
     for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
-      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+      const gh_tm_unit_t u = _gh_tm_unit_of(tm, v);
       v = u.v0 + u.k;
       if (!gh_tm_victim_ok(tm, u.v0) || tm->vf[u.v0].warm) continue;
       if (m == cap) {
@@ -1800,7 +1796,7 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
    * (a clean unit has its host memory). */
 #define GH_TM_TAKE(v)                                                          \
   do {                                                                         \
-    const gh_tm_unit_t u_ = gh_tm_unit_of(tm, (v));                            \
+    const gh_tm_unit_t u_ = _gh_tm_unit_of(tm, (v));                           \
     const size_t h_ = tm->vf[u_.v0].clean ? 0 : u_.k;                          \
     if (h_ > hroom) break; /* passed over */                                   \
     hroom -= h_;                                                               \
@@ -1832,7 +1828,7 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   tm->evict_gen++;
 #undef GH_TM_TAKE
   for (size_t i = 0; i < n; i++) {
-    const gh_tm_unit_t u = gh_tm_unit_of(tm, idx[i]);
+    const gh_tm_unit_t u = _gh_tm_unit_of(tm, idx[i]);
     for (size_t w = u.v0; w < u.v0 + u.k; w++) tm->vf[w].mark = 0;
   }
   qsort(idx, n, sizeof *idx, gh_tm_cmp_size);
@@ -1844,7 +1840,6 @@ static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
 
 static void gh_tm_flush(gh_tmgr_t* tm);
 static void gh_tm_reclaim(gh_tmgr_t* tm, int sync);
-static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
 
 /* Whether room should wait for pending frees before evicting (the
  * default rule): the caller is restoring (a prefetch came after the last
@@ -1874,14 +1869,14 @@ static int gh_tm_room_wait(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
   while (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->pend_head && tm->pend_head->batch) {
     gh_tm_fbatch_t* b = tm->pend_head->batch;  /* the oldest free's event: wait for it */
     if (!b->done && b->ev) {
-      gh_tm_mover_drain(tm);
+      _gh_tm_mover_drain(tm);
       b->done = GH_PW(tm, GH_TM_W_FREES, tm->ops->event_sync(tm->fr, b->ev)) == GH_OK;
     }
     if (!b->done) break;
     gh_tm_reclaim(tm, 0);
     if (take && gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1;
     if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
-      gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
+      _gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
   }
   return 0;
 }
@@ -1902,7 +1897,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
   }
   if (take && gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1, k;
   if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
-    gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
+    _gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
   /* Before evicting, wait for pending frees (oldest first) while their
    * memory can make the room, when gh_tm_wait_rule says so (or
    * GPUHEAP_WAIT_FREES=1): quiet moves do not wait for the streams, so the
@@ -1944,7 +1939,7 @@ static size_t gh_tm_host_units(const gh_tmgr_t* tm, size_t v0, size_t n, gh_tm_u
       v++;
       continue;
     }
-    u[nu] = gh_tm_unit_of(tm, v);
+    u[nu] = _gh_tm_unit_of(tm, v);
     *m += u[nu].k;
     v = u[nu].v0 + u[nu].k;
     nu++;
@@ -2105,7 +2100,7 @@ static size_t gh_tm_cache_victim(const gh_tmgr_t* tm) {
 /* Unmap and release cached frames, at least `want` of them if there are
  * (SIZE_MAX: all): cached runs first (gh_tm_cache_victim), then empty
  * slabs. Returns the frames released. */
-static size_t gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
+size_t _gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
   size_t freed = 0;
   while (tm->n_cache && freed < want) {
     const size_t i = gh_tm_cache_victim(tm);
@@ -2152,7 +2147,7 @@ static size_t gh_tm_spare_find(const gh_tmgr_t* tm, gh_pframe_t pf) {
  * and before anything could need that memory earlier: a device alias
  * taken back from the spares, a spare released. A copy that cannot be
  * queued loses the unit's data: recorded as the manager's sticky failure
- * (later calls fail with GH_ERR_CORRUPT, see gh_tm_mover_failed). */
+ * (later calls fail with GH_ERR_CORRUPT, see _gh_tm_mover_failed). */
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
   const size_t n = tm->n_held;
   if (!n) return;
@@ -2371,8 +2366,8 @@ placed:
  * thread created host memory of the new size at every step in between,
  * ~30 ms an allocation with the provider held (bench/NOTES.md, host side,
  * row 36). */
-static void gh_tm_chunk_set(gh_tmgr_t* tm, size_t c) {
-  gh_tm_pool_quiesce(tm);  /* the pool thread counts its creation by tm->chunk */
+void _gh_tm_chunk_set(gh_tmgr_t* tm, size_t c) {
+  _gh_tm_pool_quiesce(tm);  /* the pool thread counts its creation by tm->chunk */
   tm->chunk = c;
   tm->pool_bigs = 0;
   for (size_t i = 0; i < tm->pool_cnt; i++) tm->pool_bigs += tm->pool[i].n == c;
@@ -2407,7 +2402,7 @@ static void gh_tm_chunk_learn(gh_tmgr_t* tm, size_t n) {
                                      (gh_tm_chunk_dist(c) == gh_tm_chunk_dist(best) && c > best))))
       best = c;
   if (best != tm->chunk && 4 * (uint64_t)tails[best] <= 3 * (uint64_t)tails[tm->chunk]) {
-    gh_tm_chunk_set(tm, best);
+    _gh_tm_chunk_set(tm, best);
     tm->chunk_changes++;
   }
   if (tm->chunk_runs % GH_TM_CHUNK_AUTO_DECAY == 0)
@@ -2479,7 +2474,7 @@ static void gh_tm_settle(gh_tmgr_t* tm) {
   }
 }
 /* Every public call but gh_tensor_free enters through this. */
-static void gh_tm_lock(gh_tmgr_t* tm) {
+void _gh_tm_lock(gh_tmgr_t* tm) {
   pthread_mutex_lock(&tm->mu);
   tm->move_rc = GH_OK;  /* (this call's moves' first failure, gh_tm_move_rc) */
   gh_tm_settle(tm);
@@ -2528,7 +2523,7 @@ static void gh_tm_flush(gh_tmgr_t* tm) {
     if (!b) {
       b = calloc(1, sizeof *b);
       if (!b || GH_P(tm, tm->ops->event_record(tm->fr, t->free_stream, &b->ev)) != GH_OK) {
-        gh_tm_mover_drain(tm);  /* the stream may wait for the mover's word */
+        _gh_tm_mover_drain(tm);  /* the stream may wait for the mover's word */
         GH_PW(tm, GH_TM_W_FREES, tm->ops->stream_sync(tm->fr, t->free_stream));
         if (b) b->ev = 0, b->done = 1;
       }
@@ -2552,7 +2547,7 @@ static void gh_tm_flush(gh_tmgr_t* tm) {
  * those without) are left. */
 static void gh_tm_reclaim(gh_tmgr_t* tm, int sync) {
   if (tm->n_pending == tm->n_unflushed) return;
-  if (sync) gh_tm_mover_drain(tm);  /* the frees' streams may wait for the mover's word */
+  if (sync) _gh_tm_mover_drain(tm);  /* the frees' streams may wait for the mover's word */
   const uint64_t pass = ++tm->pass;
   for (gh_tensor_t *t = tm->pend_head, *nx; t; t = nx) {
     nx = t->next;
@@ -2917,7 +2912,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
       gh_tm_tensor_frames(tm, t, 0, t->cold ? 0 : -1, t->pins ? -1 : 0, +1);
       gh_tm_reclaim_tensor(tm, t);
     }
-    gh_tm_cache_release(tm, SIZE_MAX);
+    _gh_tm_cache_release(tm, SIZE_MAX);
     if (tm->ordered_ev) {  /* no copy may still run when memory goes */
       GH_PW(tm, GH_TM_W_OTHER, tm->ops->event_sync(tm->fr, tm->ordered_ev));
       GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
@@ -2933,9 +2928,9 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     for (size_t v = 0; v < tm->heap_vf; v++)
       if (tm->vf[v].tier != GH_TIER_NONE) gh_tm_vframes_drop(tm, v, 1);  /* single frames */
     tm->spares_off = 1;
-    while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
+    while (tm->n_spare) _gh_tm_spare_release(tm, tm->n_spare - 1);
     tm->pool_target = 0;
-    while (tm->pool_cnt) gh_tm_pool_release_last(tm);
+    while (tm->pool_cnt) _gh_tm_pool_release_last(tm);
     if (tm->split) tm->ops->stream_destroy(tm->fr, tm->restore_stream);
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
     if (tm->word) tm->ops->word_free(tm->fr, tm->word);
@@ -2996,9 +2991,9 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   t->streams[0] = stream, t->nstreams = 1;
   gh_tmgr_stats_t snap;
   const uint64_t t0 = gh_tm_call_t0(tm);
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
-  int rc = gh_tm_mover_failed(tm);
+  int rc = _gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) rc = gh_tm_hash_reserve(tm);
   if (rc == GH_OK) {
@@ -3034,8 +3029,8 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
         if (rc == GH_ERR_BUDGET && (tm->pend_head || tm->pool_inflight || tm->cached)) {
           gh_tm_flush(tm);
           gh_tm_reclaim(tm, 1);
-          gh_tm_pool_quiesce(tm);
-          gh_tm_cache_release(tm, SIZE_MAX);
+          _gh_tm_pool_quiesce(tm);
+          _gh_tm_cache_release(tm, SIZE_MAX);
           rc = gh_tm_place(tm, t, 0);
         }
       }
@@ -3110,7 +3105,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
 
 /* Look up a live tensor under mu, with the lazy reclaim every call does. */
 static gh_tensor_t* gh_tm_enter(gh_tmgr_t* tm, const void* ptr, const char* what, int* rc) {
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   gh_tm_reclaim(tm, 0);
   gh_tensor_t* t = ptr ? gh_tm_find(tm, ptr) : NULL;
   *rc = t ? GH_OK : gh_tm_bad_ptr(tm, ptr, what);
@@ -3139,7 +3134,7 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
   int rc;
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, what, &rc);
-  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
+  if (rc == GH_OK) rc = _gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
     tm->restoring = 1;
@@ -3191,9 +3186,9 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   if (n && !ptrs) return _gh_error(GH_ERR_INVAL, "gh_tensor_prefetch_many: %zu tensors at NULL", n);
   if (n == 0) return GH_OK;
   const uint64_t t0 = gh_tm_call_t0(tm);
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   gh_tm_reclaim(tm, 0);
-  int rc = gh_tm_mover_failed(tm);
+  int rc = _gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
   gh_tensor_t** ts = rc == GH_OK ? malloc(n * sizeof *ts) : NULL;
   if (rc == GH_OK && !ts) rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_prefetch_many: out of memory");
@@ -3247,7 +3242,7 @@ static size_t gh_tm_evict_units(const gh_tmgr_t* tm, const gh_tensor_t* t, gh_tm
   size_t n = 0;
   for (size_t v = t->vf0; v < t->vf0 + t->nvf;) {
     const gh_vframe_t* f = &tm->vf[v];
-    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    const gh_tm_unit_t u = _gh_tm_unit_of(tm, v);
     if (f->tier == GH_TIER_DEVICE && f->warm == 0 && f->pins == 0) units[n++] = u;
     v = u.v0 + u.k;
   }
@@ -3260,7 +3255,7 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_evict", &rc);
   if (rc == GH_OK && t->pins) rc = _gh_error(GH_ERR_PINNED, "gh_tensor_evict: %p is pinned", ptr);
-  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
+  if (rc == GH_OK) rc = _gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = gh_tm_set_cold(tm, t, 1);
   if (rc == GH_OK) {
     /* Its units whose tensors are all cold, in one pipelined batch (best
@@ -3346,7 +3341,7 @@ int gh_tensor_evict_ahead(gh_tmgr_t* tm, void* ptr) {
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_evict_ahead", &rc);
   if (rc == GH_OK && t->pins) rc = _gh_error(GH_ERR_PINNED, "gh_tensor_evict_ahead: %p is pinned", ptr);
-  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
+  if (rc == GH_OK) rc = _gh_tm_mover_failed(tm);
   if (rc == GH_OK && !t->quiet) rc = gh_tm_advise(tm, t, GH_ADVICE_QUIET);
   /* Moved only as a quiet run with no mover (a shared frame's neighbours,
    * a tensor on more streams than tracked or the mover's remaps would make
@@ -3377,7 +3372,7 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_pin", &rc);
   if (rc == GH_OK && t->pins == UINT32_MAX) rc = _gh_error(GH_ERR_INVAL, "gh_tensor_pin: too many pins");
-  if (rc == GH_OK && t->pins == 0) rc = gh_tm_mover_failed(tm);  /* (a tensor pinned already moves nothing) */
+  if (rc == GH_OK && t->pins == 0) rc = _gh_tm_mover_failed(tm);  /* (a tensor pinned already moves nothing) */
   if (rc == GH_OK) {
     if (t->pins == 0) {
       rc = gh_tm_restore_range(tm, t->vf0, t->nvf);
@@ -3490,7 +3485,7 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {
   if (!tm || !stats) return _gh_error(GH_ERR_INVAL, "gh_tmgr_stats: NULL argument");
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   gh_tm_snapshot(tm, stats);
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
@@ -3498,7 +3493,7 @@ int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {
 
 int gh_tmgr_reset_peak(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_reset_peak: NULL manager");
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   tm->peak_bytes = tm->live_bytes;
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
@@ -3506,7 +3501,7 @@ int gh_tmgr_reset_peak(gh_tmgr_t* tm) {
 
 int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* count) {
   if (!tm || !count || (cap && !out)) return _gh_error(GH_ERR_INVAL, "gh_tmgr_frame_map: NULL argument");
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   size_t n = 0;
   for (size_t v = 0; v < tm->n_va; v++) {
     const gh_vframe_t* f = &tm->vf[v];
@@ -3541,13 +3536,13 @@ int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* c
 
 int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_empty_cache: NULL manager");
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 1);
-  gh_tm_cache_release(tm, SIZE_MAX);
-  while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
+  _gh_tm_cache_release(tm, SIZE_MAX);
+  while (tm->n_spare) _gh_tm_spare_release(tm, tm->n_spare - 1);
   /* Host memory kept by restores beyond what the pool thread keeps. */
-  while (tm->pool_n > tm->pool_target && tm->pool_cnt) gh_tm_pool_release_last(tm);
+  while (tm->pool_n > tm->pool_target && tm->pool_cnt) _gh_tm_pool_release_last(tm);
   gh_tm_trace(tm, "x %d\n", GH_OK);
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
@@ -3555,7 +3550,7 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
 
 int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_set_oom_observer: NULL manager");
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   tm->oom = fn, tm->oom_user = user;
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
@@ -3629,10 +3624,10 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
 
 int gh_tmgr_maintain(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_maintain: NULL manager");
-  gh_tm_lock(tm);
+  _gh_tm_lock(tm);
   gh_tm_flush(tm);
   gh_tm_reclaim(tm, 0);
-  const int sticky = gh_tm_mover_failed(tm);  /* (frees reclaimed all the same; nothing moves) */
+  const int sticky = _gh_tm_mover_failed(tm);  /* (frees reclaimed all the same; nothing moves) */
   int rc = sticky;
   if (rc == GH_OK && tm->heap) rc = gh_tm_heap_maintain(tm);
   /* Restore warm host frames while the device stays below the low watermark. */
@@ -3645,7 +3640,7 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
       v++;
       continue;
     }
-    const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
+    const gh_tm_unit_t u = _gh_tm_unit_of(tm, v);
     v = u.v0 + u.k;
     if (gh_tm_dev_busy(tm) + frames + u.k > low) continue;
     if (n == cap) {
@@ -3670,456 +3665,3 @@ int gh_heap_maintain(gh_heap_t* heap) {
   gh_tmgr_t* tm = heap ? _gh_heap_manager(heap) : NULL;
   return tm ? gh_tmgr_maintain(tm) : _gh_error(GH_ERR_INVAL, "gh_heap_maintain: the heap has no manager");
 }
-
-/* ---------------------------------------------------------------- tests */
-/* GH_OK for a manager on the simulation (the hooks below need it). */
-static int gh_tm_sim_only(const gh_tmgr_t* tm) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  if (tm->ops != &_gh_frames_sim) return _gh_error(GH_ERR_UNSUPPORTED, "the manager's provider is not the simulation");
-  return GH_OK;
-}
-
-/* A hook's body: `expr` (a call into the simulation) under the manager's
- * lock and the provider's; GH_OK, or why it cannot run. */
-#define GH_TM_SIM_CALL(tm, expr)                    \
-  do {                                              \
-    const int gh_sim_rc_ = gh_tm_sim_only(tm);      \
-    if (gh_sim_rc_ != GH_OK) return gh_sim_rc_;     \
-    pthread_mutex_lock(&(tm)->mu);                  \
-    GH_P(tm, ((expr), GH_OK));                      \
-    pthread_mutex_unlock(&(tm)->mu);                \
-    return GH_OK;                                   \
-  } while (0)
-
-int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, size_t host_frames) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  gh_tm_lock(tm);
-  pthread_mutex_lock(&tm->pmu);
-  _gh_frames_sim_configure(tm->fr, lag, device_frames, host_frames);
-  pthread_mutex_unlock(&tm->pmu);
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  gh_tm_lock(tm);
-  GH_P(tm, (_gh_frames_sim_defer(tm->fr, on), GH_OK));
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_sim_eager(gh_tmgr_t* tm, uint64_t seed, uint64_t* runs) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  gh_tm_lock(tm);
-  pthread_mutex_lock(&tm->pmu);
-  _gh_frames_sim_eager(tm->fr, seed);
-  if (runs) *runs = _gh_frames_sim_eager_runs(tm->fr);
-  pthread_mutex_unlock(&tm->pmu);
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_sim_run(gh_tmgr_t* tm, gh_stream_t stream) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  pthread_mutex_lock(&tm->mu);
-  gh_tm_mover_drain(tm);  /* "the stream's work has run": the mover's word written too */
-  const int rc = GH_P(tm, _gh_frames_sim_run_stream(tm->fr, stream));
-  pthread_mutex_unlock(&tm->mu);
-  return rc;
-}
-
-int _gh_tmgr_sim_counts(gh_tmgr_t* tm, size_t* deferred, uint64_t* stream_waits) {
-  GH_TM_SIM_CALL(tm, _gh_frames_sim_counts(tm->fr, deferred, stream_waits));
-}
-
-int _gh_tmgr_sim_held(gh_tmgr_t* tm, gh_stream_t stream, int* held) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  if (!held) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
-  *held = GH_P(tm, _gh_frames_sim_held(tm->fr, stream));
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_map(tm->fr, nth)); }
-int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_copy(tm->fr, nth)); }
-int _gh_tmgr_sim_fail_sync(gh_tmgr_t* tm, uint32_t nth) { GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_sync(tm->fr, nth)); }
-int _gh_tmgr_sim_fail_events_from(gh_tmgr_t* tm, uint32_t nth) {
-  GH_TM_SIM_CALL(tm, _gh_frames_sim_fail_events_from(tm->fr, nth));
-}
-int _gh_tmgr_sim_fail_armed(gh_tmgr_t* tm, int* armed) {
-  if (!armed) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_sim_fail_armed: NULL");
-  GH_TM_SIM_CALL(tm, *armed = _gh_frames_sim_fail_armed(tm->fr));
-}
-
-int _gh_tmgr_sim_frames(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
-  GH_TM_SIM_CALL(tm, _gh_frames_sim_frames(tm->fr, tier, mapped, unmapped));
-}
-int _gh_tmgr_sim_allocs(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_t* unmapped) {
-  GH_TM_SIM_CALL(tm, _gh_frames_sim_allocs(tm->fr, tier, mapped, unmapped));
-}
-
-int _gh_tmgr_sim_copies_to_host(gh_tmgr_t* tm, uint64_t* n) {
-  if (!n) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_sim_copies_to_host: NULL");
-  GH_TM_SIM_CALL(tm, *n = _gh_frames_sim_copies_to_host(tm->fr));
-}
-
-int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded) {
-  uint64_t dummy = 0;
-  uint64_t* n = recorded ? recorded : &dummy;
-  GH_TM_SIM_CALL(tm, *n = _gh_frames_sim_fail_event(tm->fr, nth));
-}
-
-int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units) {
-  if (!tm || !units) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
-  *units = tm->held_copies;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_call_times(gh_tmgr_t* tm, uint64_t n[8], uint64_t ns[8]) {
-  if (!tm || !n || !ns) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  _Static_assert(GH_TM_CALLS == 8, "_gh_tmgr_call_times reports 8 kinds of call");
-  pthread_mutex_lock(&tm->mu);
-  for (int k = 0; k < GH_TM_CALLS; k++) n[k] = tm->call_n[k], ns[k] = tm->call_ns[k];
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_freed_taken(gh_tmgr_t* tm, uint64_t* runs) {
-  if (!tm || !runs) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
-  *runs = tm->freed_taken;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]) {
-  if (!tm || !n || !ns) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  _Static_assert(GH_TM_OPS == 9, "_gh_tmgr_op_times reports 9 kinds");
-  pthread_mutex_lock(&tm->pmu);
-  for (int k = 0; k < GH_TM_OPS; k++) n[k] = tm->op_n[k], ns[k] = tm->op_ns[k];
-  pthread_mutex_unlock(&tm->pmu);
-  return GH_OK;
-}
-
-int _gh_tmgr_wait_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]) {
-  if (!tm || !n || !ns) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  _Static_assert(GH_TM_WAITS == 9, "_gh_tmgr_wait_times reports 9 kinds");
-  pthread_mutex_lock(&tm->mu);
-  for (int k = 0; k < GH_TM_WAITS; k++) n[k] = tm->hwait_n[k], ns[k] = tm->hwait_ns[k];
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_clean_counts(gh_tmgr_t* tm, uint64_t n[4], size_t* clean_frames, size_t* target_frames) {
-  if (!tm || !n) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
-  memcpy(n, tm->clean_n, sizeof tm->clean_n);
-  if (clean_frames) *clean_frames = tm->clean_f;
-  if (target_frames) *target_frames = tm->clean_target_f;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_set_clean_target(gh_tmgr_t* tm, size_t frames) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  pthread_mutex_lock(&tm->mu);
-  tm->clean_target_f = frames;
-  tm->clean_fixed = 1;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_homeless(gh_tmgr_t* tm, uint64_t* frames) {
-  if (!tm || !frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  pthread_mutex_lock(&tm->mu);
-  *frames = tm->homeless_frames;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_sim_mapped(gh_tmgr_t* tm, const void* p, int* mapped) {
-  if (!mapped) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  GH_TM_SIM_CALL(tm, *mapped = _gh_frames_sim_mapped(tm->fr, p));
-}
-
-int _gh_tmgr_alias_fragment(gh_tmgr_t* tm, int on) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  int rc = GH_OK;
-  pthread_mutex_lock(&tm->mu);
-  if (on && !tm->alias_frag) {
-    /* Every even frame of the region held (where free): no two free frames
-     * are adjacent, so no allocation of several frames finds an alias. */
-    tm->alias_frag = calloc(tm->alias_big_f ? tm->alias_big_f : 1, 1);
-    if (!tm->alias_frag) rc = _gh_error(GH_ERR_NOMEM, "out of memory");
-    for (size_t a = 0; rc == GH_OK && a < tm->alias_big_f; a += 2)
-      if (!tm->alias_used[a]) tm->alias_used[a] = tm->alias_frag[a] = 1, tm->alias_held++;
-  } else if (!on && tm->alias_frag) {
-    for (size_t a = 0; a < tm->alias_big_f; a++)
-      if (tm->alias_frag[a]) tm->alias_used[a] = 0;
-    free(tm->alias_frag);
-    tm->alias_frag = NULL, tm->alias_held = 0, tm->alias_big_hint = 0;
-  }
-  pthread_mutex_unlock(&tm->mu);
-  return rc;
-}
-
-int _gh_tmgr_mover_hold(gh_tmgr_t* tm, int hold) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  if (!tm->mover_on) return _gh_error(GH_ERR_UNSUPPORTED, "the manager runs no mover");
-  pthread_mutex_lock(&tm->jmu);
-  tm->mover_hold = hold;
-  pthread_cond_broadcast(&tm->jcv);
-  pthread_mutex_unlock(&tm->jmu);
-  return GH_OK;
-}
-
-int _gh_tmgr_sim_live(gh_tmgr_t* tm, gh_tier_t tier, size_t* frames) {
-  const int sim = gh_tm_sim_only(tm);
-  if (sim != GH_OK) return sim;
-  if (!frames) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  gh_tm_lock(tm);
-  pthread_mutex_lock(&tm->pmu);
-  *frames = _gh_frames_sim_live(tm->fr, tier);
-  pthread_mutex_unlock(&tm->pmu);
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_waits(gh_tmgr_t* tm, uint64_t* waits) {
-  if (!tm || !waits) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  gh_tm_lock(tm);
-  *waits = tm->waits;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_lane_waits(gh_tmgr_t* tm, uint64_t* waits, int* split) {
-  if (!tm || !waits) return _gh_error(GH_ERR_INVAL, "NULL argument");
-  gh_tm_lock(tm);
-  *waits = tm->lane_waits;
-  if (split) *split = tm->split;
-  pthread_mutex_unlock(&tm->mu);
-  return GH_OK;
-}
-
-int _gh_tmgr_set_dalias_frames(gh_tmgr_t* tm, size_t frames) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  gh_tm_lock(tm);
-  int rc = GH_OK;
-  if (tm->dalias_n || frames > tm->dalias_f)
-    rc = _gh_error(GH_ERR_INVAL, "device-alias region: %zu frames in use, %zu asked of %zu", tm->dalias_n, frames,
-                   tm->dalias_f);
-  else
-    tm->dalias_f = frames, tm->dalias_hint = 0;
-  pthread_mutex_unlock(&tm->mu);
-  return rc;
-}
-
-int _gh_tmgr_set_chunk(gh_tmgr_t* tm, size_t frames) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  if (frames < 2 || frames > GH_TM_CHUNK_MAX)
-    return _gh_error(GH_ERR_INVAL, "chunk of %zu frames (2 .. %zu)", frames, GH_TM_CHUNK_MAX);
-  gh_tm_lock(tm);
-  int rc = GH_OK;
-  if (tm->live_head || tm->pend_head) {
-    rc = _gh_error(GH_ERR_INVAL, "the chunk size changes only while the manager holds no tensor");
-  } else {
-    /* The pool's big allocations have the old size: give them all back;
-     * and the device memory of the old size (cached runs, spares, with
-     * their aliases), which no allocation of the new size would take: a
-     * bench_evict sweep otherwise creates and releases an allocation at
-     * every move of the sizes after the first (bench/NOTES.md row 32). */
-    gh_tm_pool_quiesce(tm);
-    while (tm->pool_cnt) gh_tm_pool_release_last(tm);
-    gh_tm_cache_release(tm, SIZE_MAX);
-    while (tm->n_spare) gh_tm_spare_release(tm, tm->n_spare - 1);
-    gh_tm_chunk_set(tm, frames);
-    tm->chunk_fixed = 1;
-  }
-  pthread_mutex_unlock(&tm->mu);
-  return rc;
-}
-
-int _gh_tmgr_check(gh_tmgr_t* tm) {
-  if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
-  gh_tm_lock(tm);
-  gh_tm_mover_drain(tm);
-  int rc = GH_OK;  /* (the accounts first; then a sticky failure, gh_tm_sticky) */
-  size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0}, cf = 0, cruns = 0, clean = 0;
-  for (size_t v = 0; v < tm->n_va && rc == GH_OK; v++) {
-    const gh_vframe_t* f = &tm->vf[v];
-    if (f->clean) {  /* a live quiet run's unit on the device, whole; its first vframe holds the copy */
-      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
-      const gh_vframe_t* h = &tm->vf[u.v0];
-      if (f->tier != GH_TIER_DEVICE || f->role != GH_VF_RUN || !f->tensors || f->tensors->state != GH_T_LIVE ||
-          !f->tensors->quiet || f->pins || !h->clean || h->cpa.n != u.k || h->cpa.tier != GH_TIER_HOST ||
-          h->cpa.alias == GH_TM_NO_ALIAS || !tm->alias_used[h->cpa.alias] || !h->cev)
-        rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: clean, tier %u, role %u, copy of %u frames", v, f->tier, f->role,
-                       h->cpa.n);
-      clean += v == u.v0 ? h->cpa.n : 0;
-    } else if (f->cpa.n || f->cev) {
-      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: not clean, with a copy of %u frames", v, f->cpa.n);
-    }
-    if (f->role == GH_VF_HEAP) hf[f->tier]++;
-    else if (gh_tm_vf_cached(f)) cf++;
-    else if (f->role == GH_VF_SLAB || f->role == GH_VF_RUN) nf[f->tier]++;
-    cruns += f->role == GH_VF_CACHE;
-    if (f->live < f->pending || f->warm > f->live - f->pending)
-      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: live %u pending %u warm %u", v, f->live, f->pending, f->warm);
-    else if (f->pins && f->tier != GH_TIER_DEVICE)
-      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: pinned but in tier %u", v, f->tier);
-    else if ((f->role == GH_VF_RUN && (f->live == 0 || f->tier == GH_TIER_NONE)) ||
-             (f->role == GH_VF_SLAB && (f->tier == GH_TIER_NONE || (f->live == 0 && f->tier != GH_TIER_DEVICE))))
-      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: a tensor frame with no tensor or no backing", v);
-    else if (f->role == GH_VF_CACHE && (f->tier != GH_TIER_DEVICE || f->live || f->tensors))
-      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: cached, tier %u, %u tensors", v, f->tier, f->live);
-    else if (f->homeless && (f->tier != GH_TIER_HOST || f->role != GH_VF_RUN || !f->tensors ||
-                             (f->tensors->state == GH_T_LIVE && !f->tensors->quiet) ||
-                             tm->vf[gh_tm_unit_of(tm, v).v0].homeless != 1))
-      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: homeless, tier %u, role %u, not quiet or not a whole unit", v,
-                     f->tier, f->role);
-    else if (f->tier != GH_TIER_NONE &&
-             (f->pn == 0 || f->poff >= f->pn ||
-              (f->poff > 0 && (v == 0 || tm->vf[v - 1].pf != f->pf || tm->vf[v - 1].poff + 1 != f->poff ||
-                               tm->vf[v - 1].tier != f->tier)) ||
-              (f->poff + 1 == f->pn) != (v + 1 == tm->n_va || tm->vf[v + 1].tier == GH_TIER_NONE ||
-                                         tm->vf[v + 1].poff == 0) ||
-              (f->tier == GH_TIER_HOST && f->palias == GH_TM_NO_ALIAS) ||
-              (f->tier == GH_TIER_DEVICE && f->palias != GH_TM_NO_ALIAS &&
-               (f->palias + f->pn > tm->dalias_f || !tm->dalias_used[f->palias + f->poff]))))
-      rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: allocation %#llx, frame %u of %u, tier %u, alias %u", v,
-                     (unsigned long long)f->pf, f->poff, f->pn, f->tier, f->palias);
-    else if (f->role == GH_VF_RUN && f->tensors) {  /* a chunk is one tier and whole allocations */
-      const gh_tm_unit_t u = gh_tm_unit_of(tm, v);
-      if (tm->vf[u.v0].tier != f->tier || tm->vf[u.v0].poff != 0 || (v == u.v0 + u.k - 1 && f->poff + 1 != f->pn) ||
-          (f->tier == GH_TIER_DEVICE && tm->vf[u.v0].pn != u.k))  /* device: one allocation (a move's copy) */
-        rc = _gh_error(GH_ERR_CORRUPT, "vframe %zu: its chunk [%zu, +%zu) is not whole allocations of one tier", v,
-                       u.v0, u.k);
-    }
-  }
-  /* The pool: its frames and entries counted right, every entry at an alias. */
-  size_t pool_frames = 0, aliases = 0;
-  for (size_t i = 0; i < tm->pool_cnt && rc == GH_OK; i++) {
-    const gh_tm_pa_t* pa = &tm->pool[i];
-    pool_frames += pa->n;
-    if (pa->tier != GH_TIER_HOST || pa->alias == GH_TM_NO_ALIAS || !tm->alias_used[pa->alias] ||
-        (gh_tm_pa_big(tm, pa) ? pa->n < 2 || pa->alias + pa->n > tm->alias_big_f : pa->n != 1))
-      rc = _gh_error(GH_ERR_CORRUPT, "pool entry %zu: tier %u, %u frames, alias %u", i, pa->tier, pa->n, pa->alias);
-  }
-  for (size_t a = 0; a < tm->alias_big_f + tm->alias_one_f; a++) aliases += tm->alias_used[a];
-  if (rc == GH_OK && pool_frames != tm->pool_n)
-    rc = _gh_error(GH_ERR_CORRUPT, "pool: %zu frames counted, %zu found", tm->pool_n, pool_frames);
-  if (rc == GH_OK) {
-    for (int k = 1; k < GH_TIER_COUNT && rc == GH_OK; k++)
-      if (nf[k] != tm->nframes[k] || hf[k] != tm->heap_nframes[k])
-        rc = _gh_error(GH_ERR_CORRUPT, "tier %d: %zu+%zu frames counted, %zu+%zu found", k, tm->nframes[k],
-                       tm->heap_nframes[k], nf[k], hf[k]);
-  }
-  /* Spares: device allocations counted right. */
-  size_t spare_frames = 0, daliased = 0;
-  for (size_t v = 0; v < tm->n_va; v++)
-    daliased += tm->vf[v].tier == GH_TIER_DEVICE && tm->vf[v].palias != GH_TM_NO_ALIAS;
-  for (size_t i = 0; i < tm->n_spare && rc == GH_OK; i++) {
-    spare_frames += tm->spare[i].n;
-    if (tm->spare[i].alias != GH_TM_NO_ALIAS) daliased += tm->spare[i].n;
-    if (tm->spare[i].tier != GH_TIER_DEVICE || tm->spare[i].n == 0)
-      rc = _gh_error(GH_ERR_CORRUPT, "spare %zu: tier %u, %u frames", i, tm->spare[i].tier, tm->spare[i].n);
-  }
-  if (rc == GH_OK && spare_frames != tm->spare_f)
-    rc = _gh_error(GH_ERR_CORRUPT, "spares: %zu frames counted, %zu found", tm->spare_f, spare_frames);
-  /* Device aliases: the frames in use are those of the allocations holding one. */
-  size_t dalias_frames = 0;
-  for (size_t a = 0; a < tm->dalias_f; a++) dalias_frames += tm->dalias_used[a];
-  if (rc == GH_OK && (dalias_frames != tm->dalias_n || daliased != tm->dalias_n))
-    rc = _gh_error(GH_ERR_CORRUPT, "device aliases: %zu frames counted, %zu marked, %zu held", tm->dalias_n,
-                   dalias_frames, daliased);
-  if (rc == GH_OK && tm->dev_used != nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE] + cf + spare_frames)
-    rc = _gh_error(GH_ERR_CORRUPT, "dev_used %zu != %zu + %zu cached + %zu spare", tm->dev_used,
-                   nf[GH_TIER_DEVICE] + hf[GH_TIER_DEVICE], cf, spare_frames);
-  if (rc == GH_OK && cf != tm->cached) rc = _gh_error(GH_ERR_CORRUPT, "cache: %zu frames counted, %zu found", tm->cached, cf);
-  /* Cached runs: their vframes are the CACHE ones, each a row of whole
-   * allocations of ch frames (the last one ch or fewer). */
-  size_t in_runs = 0;
-  for (size_t i = 0; i < tm->n_cache && rc == GH_OK; i++) {
-    const gh_tm_crun_t* e = &tm->cache[i];
-    in_runs += e->n;
-    for (size_t v = e->v0; v < e->v0 + e->n && rc == GH_OK; v += tm->vf[v].pn ? tm->vf[v].pn : 1) {
-      const gh_vframe_t* f = &tm->vf[v];
-      if (f->role != GH_VF_CACHE || f->poff != 0 || f->pn > e->ch || v + f->pn > e->v0 + e->n ||
-          (f->pn < e->ch && v + f->pn != e->v0 + e->n))
-        rc = _gh_error(GH_ERR_CORRUPT, "cached run [%zu, +%zu) of chunks %zu: vframe %zu role %u, frame %u of %u", e->v0,
-                       e->n, e->ch, v, f->role, f->poff, f->pn);
-    }
-  }
-  if (rc == GH_OK && in_runs != cruns)
-    rc = _gh_error(GH_ERR_CORRUPT, "cached runs: %zu frames listed, %zu vframes cached", in_runs, cruns);
-  for (unsigned k = 0; k < GH_KIND_COUNT && rc == GH_OK; k++) {
-    size_t empty = 0;
-    for (size_t s = tm->slab_head[k]; s != SIZE_MAX; s = tm->vf[s].snext) empty += tm->vf[s].live == 0;
-    if (empty != tm->slab_empty[k] || empty > GH_TM_SLAB_KEEP)
-      rc = _gh_error(GH_ERR_CORRUPT, "kind %u: %zu empty slabs counted, %zu found", k, tm->slab_empty[k], empty);
-  }
-  size_t unflushed = 0;
-  for (const gh_tensor_t* t = tm->pend_head; t; t = t->next) {
-    if (t->batch && unflushed)
-      rc = rc != GH_OK ? rc : _gh_error(GH_ERR_CORRUPT, "a pending free with an event after one without");
-    unflushed += t->batch == NULL;
-  }
-  if (rc == GH_OK && unflushed != tm->n_unflushed)
-    rc = _gh_error(GH_ERR_CORRUPT, "pending frees with no event: %zu counted, %zu found", tm->n_unflushed, unflushed);
-  for (size_t i = 0; i < tm->clean_qn && rc == GH_OK; i++) {
-    const gh_tensor_t* t = tm->clean_q[i];
-    if (!t->clean_wait || !t->quiet || t->state != GH_T_LIVE || tm->clean_mode != 3)
-      rc = _gh_error(GH_ERR_CORRUPT, "clean queue %zu: %p waiting %u, quiet %u, state %u", i, (void*)t->ptr,
-                     t->clean_wait, t->quiet, t->state);
-  }
-  if (rc == GH_OK && clean != tm->clean_f)
-    rc = _gh_error(GH_ERR_CORRUPT, "clean copies: %zu frames counted, %zu found", tm->clean_f, clean);
-  if (rc == GH_OK &&
-      tm->host_used != nf[GH_TIER_HOST] + hf[GH_TIER_HOST] + tm->pool_n + tm->pool_inflight + tm->clean_f)
-    rc = _gh_error(GH_ERR_CORRUPT, "host_used %zu != %zu + %zu + %zu + %zu clean", tm->host_used,
-                   nf[GH_TIER_HOST] + hf[GH_TIER_HOST], tm->pool_n, tm->pool_inflight, tm->clean_f);
-  if (rc == GH_OK && (tm->dev_used > tm->dev_budget_f || tm->host_used > tm->host_budget_f))
-    rc = _gh_error(GH_ERR_CORRUPT, "over budget: device %zu/%zu host %zu/%zu", tm->dev_used, tm->dev_budget_f,
-                   tm->host_used, tm->host_budget_f);
-  /* Every host allocation holds an alias of its size: those mapped in the
-   * range, in the pool, and in creation by the pool thread (host_used). */
-  aliases -= tm->alias_held;
-  if (rc == GH_OK && aliases != tm->host_used)
-    rc = _gh_error(GH_ERR_CORRUPT, "aliases: %zu frames in use, %zu host frames held", aliases, tm->host_used);
-  /* The cold list: the live cold tensors, in the order of their marks. */
-  size_t ncold = 0, nlc = 0;
-  uint64_t last = 0;
-  for (const gh_tensor_t* t = tm->cold_head; t && rc == GH_OK; t = t->cnext) {
-    if (!t->cold || t->state != GH_T_LIVE || t->cold_seq <= last || t->cold_seq > tm->cold_seq ||
-        (t == tm->cold_head && t->cprev) ||
-        (t->cnext ? t->cnext->cprev != t : tm->cold_tail != t))
-      rc = _gh_error(GH_ERR_CORRUPT, "cold list: %p (cold %u, state %u, mark %llu after %llu)", (void*)t->ptr,
-                     t->cold, t->state, (unsigned long long)t->cold_seq, (unsigned long long)last);
-    last = t->cold_seq;
-    ncold++;
-  }
-  for (const gh_tensor_t* t = tm->live_head; t; t = t->next) nlc += t->cold;
-  if (rc == GH_OK && ncold != nlc)
-    rc = _gh_error(GH_ERR_CORRUPT, "cold list: %zu tensors, %zu live cold ones", ncold, nlc);
-  size_t nt = 0, np = 0;
-  for (const gh_tensor_t* t = tm->live_head; t; t = t->next) nt++;
-  for (const gh_tensor_t* t = tm->pend_head; t; t = t->next) np++;
-  if (rc == GH_OK && (nt != tm->n_live || np != tm->n_pending))
-    rc = _gh_error(GH_ERR_CORRUPT, "tensor lists: %zu live (%zu counted), %zu pending (%zu)", nt, tm->n_live, np,
-                   tm->n_pending);
-  if (rc == GH_OK) rc = gh_tm_mover_failed(tm);
-  pthread_mutex_unlock(&tm->mu);
-  return rc;
-}
-
-int _gh_tmgr_sticky(gh_tmgr_t* tm) { return tm ? gh_tm_mover_failed(tm) : _gh_error(GH_ERR_INVAL, "NULL manager"); }

@@ -2,7 +2,9 @@
  * design, constants and types, the provider-call macros, small helpers,
  * and the functions its files share, under the file that defines them.
  * The files:
- *   tensor.c       all of it, for now
+ *   tensor.c       the public calls, and all that the files below do not
+ *                  hold yet
+ *   tensor_test.c  hooks for tests and diagnostics, _gh_tmgr_check
  * What the tests and adapters see: tensor_internal.h. */
 
 /* gpuheap: the tensor manager -- tensors for frameworks in frames of one
@@ -153,7 +155,7 @@ enum { GH_TM_RELEASE_SHORTEST = 0, GH_TM_RELEASE_OLDEST, GH_TM_RELEASE_NEWEST };
  * for reuse (see the cache below). */
 enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE };
 enum { GH_T_LIVE = 0, GH_T_PENDING = 1 };
-/* A free leaves its frames' counts to the manager's next call (gh_tm_lock),
+/* A free leaves its frames' counts to the manager's next call (_gh_tm_lock),
  * so that its cost does not grow with the tensor's frames. */
 enum { GH_TM_UNSETTLED = 1, GH_TM_UNSETTLED_WARM = 2, GH_TM_UNSETTLED_PINNED = 4 };
 
@@ -546,7 +548,7 @@ static inline void gh_tm_pmu_waited(gh_tmgr_t* tm, uint64_t w0, uint64_t t0) {
     pthread_mutex_lock(&(tm)->pmu);                                             \
     const uint64_t gh_pt0_ = gh_pw0_ ? gh_tm_now_ns() : 0;                      \
     const int gh_prc_ = (call);                                                 \
-    if (gh_pw0_) gh_tm_op_time((tm), &gh_pk_, #call, gh_pw0_, gh_pt0_);         \
+    if (gh_pw0_) _gh_tm_op_time((tm), &gh_pk_, #call, gh_pw0_, gh_pt0_);        \
     pthread_mutex_unlock(&(tm)->pmu);                                           \
     gh_prc_;                                                                    \
   })
@@ -554,13 +556,13 @@ static inline void gh_tm_pmu_waited(gh_tmgr_t* tm, uint64_t w0, uint64_t t0) {
 /* GH_P for a call that waits for the GPU (an event or stream sync),
  * counted under `site`, one of GH_TM_W_*, and timed (the wait for pmu
  * included) with GPUHEAP_CALL_TIMES=1; under mu. A wait that fails is
- * recorded as the manager's sticky failure (gh_tm_wait_failed). */
+ * recorded as the manager's sticky failure (_gh_tm_wait_failed). */
 #define GH_PW(tm, site, call)                                               \
   ({                                                                        \
     const uint64_t gh_ww0_ = (tm)->time_calls ? gh_tm_now_ns() : 0;         \
     const int gh_wrc_ = GH_P(tm, call);                                     \
     (tm)->hwait_n[site]++;                                                  \
-    if (gh_wrc_ != GH_OK) gh_tm_wait_failed((tm), (site));                  \
+    if (gh_wrc_ != GH_OK) _gh_tm_wait_failed((tm), (site));                 \
     if (gh_ww0_) (tm)->hwait_ns[site] += gh_tm_now_ns() - gh_ww0_;          \
     gh_wrc_;                                                                \
   })
@@ -568,11 +570,11 @@ static inline void gh_tm_pmu_waited(gh_tmgr_t* tm, uint64_t w0, uint64_t t0) {
 /* The same for the physical-memory calls, counted and timed (stats
  * vmm_calls / vmm_ns) under pmu. */
 /* An unmap or a release waits for the mover first: it may be of memory
- * or addresses the mover has yet to remap (see gh_tm_mover_drain). */
+ * or addresses the mover has yet to remap (see _gh_tm_mover_drain). */
 #define GH_PV(tm, op, call)                                       \
   ({                                                              \
     if ((op) == GH_VMM_UNMAP || (op) == GH_VMM_RELEASE)           \
-      gh_tm_mover_drain(tm);                                      \
+      _gh_tm_mover_drain(tm);                                     \
     const uint64_t gh_pw0_ = (tm)->time_calls ? gh_tm_now_ns() : 0; \
     pthread_mutex_lock(&(tm)->pmu);                               \
     const uint64_t gh_pt0_ = gh_tm_now_ns();                      \
@@ -584,5 +586,18 @@ static inline void gh_tm_pmu_waited(gh_tmgr_t* tm, uint64_t w0, uint64_t t0) {
     pthread_mutex_unlock(&(tm)->pmu);                             \
     gh_prc_;                                                      \
   })
+
+/* "tensor.c" */
+void _gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0);
+void _gh_tm_mover_drain(gh_tmgr_t* tm);
+void _gh_tm_wait_failed(gh_tmgr_t* tm, int site);
+int _gh_tm_mover_failed(gh_tmgr_t* tm);
+void _gh_tm_pool_release_last(gh_tmgr_t* tm);
+void _gh_tm_pool_quiesce(gh_tmgr_t* tm);
+void _gh_tm_spare_release(gh_tmgr_t* tm, size_t i);
+gh_tm_unit_t _gh_tm_unit_of(const gh_tmgr_t* tm, size_t v);
+size_t _gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
+void _gh_tm_chunk_set(gh_tmgr_t* tm, size_t c);
+void _gh_tm_lock(gh_tmgr_t* tm);
 
 #endif /* GPUHEAP_HOST_TENSOR_IMPL_H */
