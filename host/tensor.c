@@ -9,8 +9,6 @@
 
 #include "tensor_impl.h"
 
-static _Thread_local int gh_tm_in_move; /* this thread is moving frames (vmm_move_ns) */
-static _Thread_local int gh_tm_is_mover; /* this thread is the mover */
 static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
 
@@ -42,73 +40,14 @@ __attribute__((format(printf, 2, 3))) static void gh_tm_trace(gh_tmgr_t* tm, con
   va_end(ap);
 }
 #define GH_TM_TP(p) ((unsigned long long)(uintptr_t)(p)) /* a pointer as the trace writes it (hex) */
-static size_t gh_tm_sidx(const gh_tmgr_t* tm, gh_stream_t s);
 static void gh_tm_trace_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stream_t stream, int rc) {
   if (!tm->trace) return;
-  fprintf(tm->trace, "n %zu %d %zu", gh_tm_sidx(tm, stream), rc, ptrs ? n : 0);
+  fprintf(tm->trace, "n %zu %d %zu", _gh_tm_sidx(tm, stream), rc, ptrs ? n : 0);
   for (size_t i = 0; ptrs && i < n; i++) fprintf(tm->trace, " %llx", GH_TM_TP(ptrs[i]));
   fputc('\n', tm->trace);
 }
 
 static size_t gh_tm_round(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-/* ---------------------------------------------------------------- streams */
-/* The stream's order of first use (SIZE_MAX if never seen):
- * gh_tm_stream_seen adds it, and the trace names streams by it. */
-static size_t gh_tm_sidx(const gh_tmgr_t* tm, gh_stream_t s) {
-  for (size_t i = 0; i < tm->n_streams; i++)
-    if (tm->streams[i] == s) return i;
-  return SIZE_MAX;
-}
-static int gh_tm_stream_seen(gh_tmgr_t* tm, gh_stream_t s) {
-  if (gh_tm_sidx(tm, s) != SIZE_MAX) return GH_OK;
-  if (tm->n_streams == tm->cap_streams) {
-    const size_t cap = tm->cap_streams ? 2 * tm->cap_streams : 8;
-    gh_stream_t* p = realloc(tm->streams, cap * sizeof *p);
-    if (!p) return _gh_error(GH_ERR_NOMEM, "tensor manager: out of memory");
-    tm->streams = p, tm->cap_streams = cap;
-  }
-  tm->streams[tm->n_streams++] = s;
-  return GH_OK;
-}
-
-static void gh_tm_tensor_add_stream(gh_tensor_t* t, gh_stream_t s) {
-  for (unsigned i = 0; i < t->nstreams; i++)
-    if (t->streams[i] == s) return;
-  if (t->nstreams < GH_TM_TENSOR_STREAMS)
-    t->streams[t->nstreams++] = s;
-  else
-    t->many_streams = 1;
-}
-
-static void gh_tm_sset_add(gh_tm_sset_t* ss, gh_stream_t s) {
-  for (size_t i = 0; i < ss->n; i++)
-    if (ss->s[i] == s) return;
-  if (ss->n == ss->cap) {
-    const size_t cap = ss->cap ? 2 * ss->cap : 8;
-    gh_stream_t* p = realloc(ss->s, cap * sizeof *p);
-    if (!p) {  /* out of memory: fall back to every stream seen */
-      ss->all = 1;
-      return;
-    }
-    ss->s = p, ss->cap = cap;
-  }
-  ss->s[ss->n++] = s;
-}
-
-/* A quiet tensor's moves wait for the events of its advice (the work
- * queued before it), others' for the present of their streams. A set with
- * more quiet tensors than it holds waits for the streams of the rest. */
-static void gh_tm_sset_tensor(gh_tm_sset_t* ss, const gh_tensor_t* t) {
-  if (t->quiet && ss->nq < sizeof ss->nev / sizeof ss->nev[0]) {
-    for (size_t i = 0; i < ss->nq; i++)
-      if (ss->ev[i] == t->quiet_ev) return;
-    ss->ev[ss->nq] = t->quiet_ev, ss->nev[ss->nq++] = t->quiet;
-    return;
-  }
-  if (t->many_streams) ss->all = 1;
-  for (unsigned i = 0; i < t->nstreams; i++) gh_tm_sset_add(ss, t->streams[i]);
-}
 
 /* GPUHEAP_CALL_TIMES=1: a public call's host time, from its entry (the
  * wait for the mutex included) to its exit, by kind (_gh_tmgr_call_times);
@@ -116,448 +55,6 @@ static void gh_tm_sset_tensor(gh_tm_sset_t* ss, const gh_tensor_t* t) {
 static uint64_t gh_tm_call_t0(const gh_tmgr_t* tm) { return tm->time_calls ? gh_tm_now_ns() : 0; }
 static void gh_tm_call_end(gh_tmgr_t* tm, int k, uint64_t t0) {
   if (t0) tm->call_n[k]++, tm->call_ns[k] += gh_tm_now_ns() - t0;
-}
-
-/* The kind of a provider call from its text ("tm->ops->event_sync(...)",
- * "gh_tm_copy_out(...)"). */
-static int gh_tm_op_kind(const char* call) {
-  static const struct {
-    const char* name;
-    int kind;
-  } ops[] = {{"copy", GH_TM_OP_COPY},           {"gh_tm_copy_out", GH_TM_OP_COPY},
-             {"event_record", GH_TM_OP_RECORD}, {"event_query", GH_TM_OP_QUERY},
-             {"event_sync", GH_TM_OP_EVENT_SYNC}, {"event_destroy", GH_TM_OP_EVENT_DESTROY},
-             {"stream_sync", GH_TM_OP_STREAM_SYNC}, {"stream_wait", GH_TM_OP_STREAM_WAIT}};
-  const char* o = strstr(call, "->ops->");
-  const char* name = o ? o + 7 : call;
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)  /* by prefix: copy_to_host, stream_wait_value too */
-    if (!strncmp(name, ops[i].name, strlen(ops[i].name))) return ops[i].kind;
-  return GH_TM_OP_OTHER;
-}
-/* Under pmu: a provider call of GH_P (its site's kind in *kind) that waited
- * for pmu from w0 and ran from t0 until now. */
-void _gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0) {
-  if (*kind < 0) *kind = gh_tm_op_kind(call);
-  tm->op_n[*kind]++, tm->op_ns[*kind] += gh_tm_now_ns() - t0;
-  gh_tm_pmu_waited(tm, w0, t0);
-}
-
-/* Wait until every stream of the set has reached the present (record an
- * event on each and wait for it, not for the whole device), and for the
- * events of its quiet tensors. Counted in waits / quiet_waits, wait_ns. */
-static int gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
-  int rc = GH_OK;
-  const uint64_t t0 = gh_tm_now_ns();
-  const gh_stream_t* list = ss->all ? tm->streams : ss->s;
-  const size_t n = ss->all ? tm->n_streams : ss->n;
-  for (size_t i = 0; i < n && rc == GH_OK; i++) {
-    gh_fevent_t e = 0;
-    rc = GH_P(tm, tm->ops->event_record(tm->fr, list[i], &e));
-    if (rc == GH_OK) {
-      rc = GH_PW(tm, GH_TM_W_DRAIN, tm->ops->event_sync(tm->fr, e));
-      GH_P(tm, tm->ops->event_destroy(tm->fr, e));
-    }
-    tm->waits++;
-  }
-  for (size_t q = 0; q < ss->nq && rc == GH_OK; q++)
-    for (size_t i = 0; i < ss->nev[q] && rc == GH_OK; i++) {
-      rc = GH_PW(tm, GH_TM_W_QUIET, tm->ops->event_sync(tm->fr, ss->ev[q][i]));
-      tm->quiet_waits++;
-    }
-  tm->wait_ns += gh_tm_now_ns() - t0;
-  free(ss->s);
-  memset(ss, 0, sizeof *ss);
-  return rc;
-}
-
-/* The streams of every tensor with bytes in vframe v. */
-static void gh_tm_sset_vframe(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v) {
-  const gh_vframe_t* f = &tm->vf[v];
-  if (f->role == GH_VF_RUN) {
-    if (f->tensors) gh_tm_sset_tensor(ss, f->tensors);
-  } else {
-    for (const gh_tensor_t* t = f->tensors; t; t = t->fnext) gh_tm_sset_tensor(ss, t);
-  }
-}
-
-/* Every stream of every tensor with bytes in vframe v, quiet or not (the
- * streams an ordered move makes wait for its copies); all = 1 when a
- * tensor has more than the manager tracks. */
-static void gh_tm_sset_users(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v) {
-  const gh_vframe_t* f = &tm->vf[v];
-  for (const gh_tensor_t* t = f->tensors; t; t = f->role == GH_VF_RUN ? NULL : t->fnext) {
-    if (t->many_streams) ss->all = 1;
-    for (unsigned i = 0; i < t->nstreams; i++) gh_tm_sset_add(ss, t->streams[i]);
-  }
-}
-
-/* ---------------------------------------------------------------- ordered moves
- * An ordered move (gh_tm_move_units) does not wait for its copies: the
- * streams of its tensors are made to wait for them (stream_wait), and the
- * host goes on queuing work while they run. What the copies still read is
- * kept from other uses until they are done:
- *   - the old device allocation of an evicted unit (a spare) carries the
- *     event after its copy: a stream that takes it waits for that event,
- *     the host waits before releasing it or unmapping its alias, the copy
- *     stream needs nothing (its copies run in order);
- *   - host memory that an ordered restore gave back to the pool may be
- *     used by the copy stream only until the latest ordered batch's event
- *     (ordered_ev): a tensor placed in it makes its stream wait for that
- *     event, a release waits for it on the host.
- * Every event here is recorded on the copy stream, so a later one implies
- * an earlier one. With a restore stream, restores' events are recorded on
- * restore_stream and the lanes take ordered_ev's place (see "the restore
- * stream" below). */
-
-/* Make what `user` queues from now on wait for event e, recorded on
- * stream `on` (a copy stream): `on` itself needs nothing; another stream
- * waits on the GPU; user NULL (the host), or a stream_wait that fails,
- * waits here. */
-static void gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const gh_stream_t* user, int site) {
-  if (user && *user == on) return;
-  if (user && GH_P(tm, tm->ops->stream_wait(tm->fr, *user, e)) == GH_OK) return;
-  GH_PW(tm, site, tm->ops->event_sync(tm->fr, e));
-}
-
-/* ---------------------------------------------------------------- the restore stream
- * On by default (GPUHEAP_RESTORE_STREAM=0: off, for comparisons;
- * bench/NOTES.md, host side, rows 109-111: the step 7.6-10.3 ms shorter
- * at widths 384-512 in 6 pairs of 7, level at 64): restores copy on a
- * stream of their own (restore_stream) while evictions keep copy_stream, so that an eviction
- * making room in a backward pass does not queue behind the restores ahead
- * of it (row 110: the kernels waiting for that room start earlier; the two
- * directions of PCIe run at once only ~5 ms a step at width 512, since a
- * restore waits for the eviction that frees its room). The order that one
- * stream gave becomes waits, on the GPU, where the two share memory or
- * data:
- *   - a unit's move waits for its last move the other way (the unit's
- *     xstamp): a restore for the eviction copy that wrote its host memory,
- *     an eviction for the restore copy that wrote its device memory;
- *   - an eviction that takes pooled host memory waits for the restore that
- *     gave it back (the allocation's stamp: gh_tm_host_ready);
- *   - a restore that takes a spare waits for the spare's eviction copy (its
- *     event, as any user of a spare);
- *   - a stream new to a tensor, a host-placed tensor and the pool's
- *     releases wait for both lanes' latest copies (gh_tm_latest_wait),
- *     where they waited for ordered_ev, which stays unused.
- * Held copies (gh_tm_held_flush) are evictions'. With the mover on
- * (GPUHEAP_MOVER=1) the restore stream stays off. */
-
-static gh_fevent_t gh_tm_lane_newest(const gh_tm_lane_t* l) {
-  return l->ev[(l->head + l->n - 1) % GH_TM_LANE_RING];
-}
-static uint64_t gh_tm_lane_cover(const gh_tm_lane_t* l, size_t i) {
-  return l->cover[(l->head + i) % GH_TM_LANE_RING];
-}
-
-/* Forget the ring's events up to its i-th (from the oldest); done says
- * they completed. */
-static void gh_tm_lane_drop(gh_tmgr_t* tm, gh_tm_lane_t* l, size_t i, int done) {
-  if (done && gh_tm_lane_cover(l, i) > l->done) l->done = gh_tm_lane_cover(l, i);
-  for (size_t k = 0; k <= i; k++) {
-    GH_P(tm, tm->ops->event_destroy(tm->fr, l->ev[l->head]));
-    l->head = (l->head + 1) % GH_TM_LANE_RING, l->n--;
-  }
-}
-
-/* Event e, recorded on lane l's stream after every copy queued there so
- * far, goes to the ring (which owns it from now on). A full ring forgets
- * its oldest event: a wait for its copies takes the next one, later. */
-static void gh_tm_lane_push(gh_tmgr_t* tm, gh_tm_lane_t* l, gh_fevent_t e) {
-  if (l->n && gh_tm_lane_cover(l, l->n - 1) == l->issued) {  /* nothing new since the newest */
-    GH_P(tm, tm->ops->event_destroy(tm->fr, e));
-    return;
-  }
-  if (l->n == GH_TM_LANE_RING)
-    gh_tm_lane_drop(tm, l, 0, GH_P(tm, tm->ops->event_query(tm->fr, l->ev[l->head])) == GH_OK);
-  const size_t i = (l->head + l->n) % GH_TM_LANE_RING;
-  l->ev[i] = e, l->cover[i] = l->issued, l->n++;
-}
-
-/* An event of the ring after every copy queued on lane l so far (recorded
- * now when the ring has none), or 0 when they are known complete or no
- * event could be recorded (then the host waited for the stream). */
-static gh_fevent_t gh_tm_lane_mark(gh_tmgr_t* tm, gh_tm_lane_t* l) {
-  if (l->issued <= l->done) return 0;
-  if (l->n && gh_tm_lane_cover(l, l->n - 1) == l->issued) return gh_tm_lane_newest(l);
-  gh_fevent_t e = 0;
-  if (GH_P(tm, tm->ops->event_record(tm->fr, l->s, &e)) != GH_OK) {
-    GH_PW(tm, GH_TM_W_ORDERED, tm->ops->stream_sync(tm->fr, l->s));
-    if (l->n) gh_tm_lane_drop(tm, l, l->n - 1, 1);
-    l->done = l->issued;
-    return 0;
-  }
-  gh_tm_lane_push(tm, l, e);
-  return e;
-}
-
-/* Make what `user` queues from now on (the host when NULL) wait for lane
- * l's copies up to `stamp` (GH_TM_STAMP_LATEST: all queued so far), on the
- * GPU, with the earliest event of the ring that follows them. */
-static void gh_tm_lane_wait(gh_tmgr_t* tm, gh_tm_lane_t* l, uint64_t stamp, const gh_stream_t* user, int site) {
-  if (user && *user == l->s) return;  /* the lane's own order */
-  if (stamp == GH_TM_STAMP_LATEST || stamp > l->issued) stamp = l->issued;
-  if (stamp <= l->done) return;
-  size_t i = 0;
-  while (i < l->n && gh_tm_lane_cover(l, i) < stamp) i++;
-  if (i == l->n) {
-    if (!gh_tm_lane_mark(tm, l)) return;  /* (the host waited) */
-    i = l->n - 1;
-  }
-  const gh_fevent_t e = l->ev[(l->head + i) % GH_TM_LANE_RING];
-  if (GH_P(tm, tm->ops->event_query(tm->fr, e)) == GH_OK) {
-    gh_tm_lane_drop(tm, l, i, 1);  /* it and every older one */
-    return;
-  }
-  tm->lane_waits++;
-  gh_tm_wait_for(tm, e, l->s, user, site);
-}
-
-/* 1 when the latest ordered batch's copies are done (its event forgotten). */
-static int gh_tm_ordered_done(gh_tmgr_t* tm) {
-  if (!tm->ordered_ev) return 1;
-  if (GH_P(tm, tm->ops->event_query(tm->fr, tm->ordered_ev)) != GH_OK) return 0;
-  GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
-  tm->ordered_ev = 0;
-  return 1;
-}
-
-/* What `user` (the host when NULL) queues from now on waits for the
- * latest ordered batch (with a restore stream: every copy queued on
- * either lane). */
-static void gh_tm_latest_wait(gh_tmgr_t* tm, const gh_stream_t* user) {
-  if (tm->split) {
-    for (int d = 0; d < 2; d++) gh_tm_lane_wait(tm, &tm->lane[d], GH_TM_STAMP_LATEST, user, GH_TM_W_ORDERED);
-  } else if (!gh_tm_ordered_done(tm)) {
-    gh_tm_wait_for(tm, tm->ordered_ev, tm->copy_stream, user, GH_TM_W_ORDERED);
-  }
-}
-
-/* Event e follows every copy queued so far on lane l's stream: with a
- * restore stream it goes to the lane's ring, else it becomes the latest
- * ordered batch's event (ordered_ev). Owns e. */
-static void gh_tm_ordered_set(gh_tmgr_t* tm, gh_tm_lane_t* l, gh_fevent_t e) {
-  if (tm->split) {
-    gh_tm_lane_push(tm, l, e);
-    return;
-  }
-  if (tm->ordered_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, tm->ordered_ev));
-  tm->ordered_ev = e;
-}
-
-/* Spare *pa goes to `user` (see gh_tm_wait_for): after its copy (an
- * eviction's, on copy_stream). A stream that waits for the copy does so
- * on the GPU: the allocation keeps its event until it backs a tensor
- * (gh_tm_pa_commit), since it may come back to the spares first (a
- * placement that fails) with the copy still running. */
-static void gh_tm_pa_ready(gh_tmgr_t* tm, gh_tm_pa_t* pa, const gh_stream_t* user) {
-  if (!pa->ev) return;
-  const int done = GH_P(tm, tm->ops->event_query(tm->fr, pa->ev)) == GH_OK;
-  if (!done) gh_tm_wait_for(tm, pa->ev, tm->copy_stream, user, GH_TM_W_SPARE);
-  if (done || !user) {
-    GH_P(tm, tm->ops->event_destroy(tm->fr, pa->ev));
-    pa->ev = 0;
-  }
-}
-
-/* Allocations pas[0..n) back a tensor now (their users waited for their
- * copies): their events go. */
-static void gh_tm_pa_commit(gh_tmgr_t* tm, gh_tm_pa_t* pas, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (pas[i].ev) {
-      GH_P(tm, tm->ops->event_destroy(tm->fr, pas[i].ev));
-      pas[i].ev = 0;
-    }
-}
-
-/* Tensor t is used on `stream` from now on. A stream new to it was not
- * made to wait for an ordered move of it that may still be copying: it
- * waits for the latest ordered batch. */
-static void gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream) {
-  for (unsigned i = 0; i < t->nstreams; i++)
-    if (t->streams[i] == stream) return;
-  gh_tm_latest_wait(tm, &stream);
-  if (tm->mover_on) {  /* ... and for its remaps */
-    pthread_mutex_lock(&tm->jmu);
-    const uint64_t seq = tm->jseq;
-    pthread_mutex_unlock(&tm->jmu);
-    if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, stream, tm->word, (uint32_t)seq)) != GH_OK)
-      _gh_tm_mover_drain(tm);
-  }
-  gh_tm_tensor_add_stream(t, stream);
-}
-
-/* The work that t's streams (and `stream`, when not NULL) queue from now
- * on waits for event e, recorded on `on` (the host, when there is no
- * stream to wait). */
-static void gh_tm_tensor_wait(gh_tmgr_t* tm, const gh_tensor_t* t, const gh_stream_t* stream, gh_fevent_t e,
-                              gh_stream_t on) {
-  const gh_stream_t* s = t->many_streams ? tm->streams : t->streams;
-  const size_t n = t->many_streams ? tm->n_streams : t->nstreams;
-  if (stream) gh_tm_wait_for(tm, e, on, stream, GH_TM_W_USERS);
-  for (size_t i = 0; i < n; i++)
-    if (!stream || s[i] != *stream) gh_tm_wait_for(tm, e, on, &s[i], GH_TM_W_USERS);
-  if (!stream && n == 0) gh_tm_wait_for(tm, e, on, NULL, GH_TM_W_USERS);
-}
-
-/* Tensor t, prefetched ahead (gh_tensor_prefetch_ahead), is used from now
- * on: its streams wait for its copies (a restore's). */
-static void gh_tm_ahead_join(gh_tmgr_t* tm, gh_tensor_t* t, const gh_stream_t* stream) {
-  if (!t->ahead_ev) return;
-  if (GH_P(tm, tm->ops->event_query(tm->fr, t->ahead_ev)) != GH_OK)
-    gh_tm_tensor_wait(tm, t, stream, t->ahead_ev, tm->restore_stream);
-  GH_P(tm, tm->ops->event_destroy(tm->fr, t->ahead_ev));
-  t->ahead_ev = 0;
-}
-
-/* Pooled host memory *pa goes to `user`: after the latest ordered batch
- * (with a restore stream, an eviction's copy stream waits only for the
- * restore that gave it back). */
-static void gh_tm_host_ready(gh_tmgr_t* tm, const gh_tm_pa_t* pa, const gh_stream_t* user) {
-  if (user && *user == tm->copy_stream) {
-    if (tm->split && pa) gh_tm_lane_wait(tm, &tm->lane[GH_TM_LANE_RESTORE], pa->stamp, user, GH_TM_W_ORDERED);
-    return;
-  }
-  gh_tm_latest_wait(tm, user);
-}
-
-/* ---------------------------------------------------------------- the mover
- * With GPUHEAP_MOVER=1 (off by default: row 31 of bench/NOTES.md found it
- * slower) an ordered move hands its units' home remaps (unmap the old
- * backing, map the new one) to the mover, a thread of the manager's own,
- * and returns:
- * the calling thread goes on queuing kernels while the driver remaps (a
- * remap on another thread does not slow kernel launches: bench_evict
- * --probe-mover, bench/NOTES.md host side row 31). The streams of the
- * moved tensors wait on the GPU until the mover has written the batch's
- * number into a word of pinned host memory (stream_wait_value), as they
- * wait for its copies. The manager's records change at once and the
- * provider's mappings catch up when the mover is done, so every call that
- * could meet memory or addresses with a remap still to come waits until
- * the mover is idle (_gh_tm_mover_drain): every unmap and release (GH_PV),
- * every move, and every wait on the host for work of the tensors' streams
- * (which may wait for the word: holding pmu there would keep the mover
- * from writing it). A remap the driver refuses (it has mapped the same
- * memory before: out of memory for page tables) cannot be undone once the
- * call has returned: it is recorded, later allocations and prefetches fail
- * with GH_ERR_CORRUPT, and the word is written all the same, so that no
- * stream waits forever. Not safe for every caller, which is one more
- * reason it is off: between the mover's unmap and map the home is mapped
- * to nothing, and a copy or memset queued on the tensor then fails (the
- * runtime checks their addresses when they are queued: bench/NOTES.md,
- * host side, row 47); the word orders kernels only. */
-void _gh_tm_mover_drain(gh_tmgr_t* tm) {
-  if (!tm->mover_on || gh_tm_is_mover) return;
-  pthread_mutex_lock(&tm->jmu);
-  while (tm->jhead != tm->jn || tm->mover_busy) pthread_cond_wait(&tm->jdone_cv, &tm->jmu);
-  pthread_mutex_unlock(&tm->jmu);
-}
-
-/* Record the manager's sticky failure (the first one stays): something
- * that cannot be undone once counted done (a remap on the mover, a held
- * copy not queued, a wait for copies that failed). Later allocations,
- * moves and gh_tmgr_maintain fail with GH_ERR_CORRUPT and this text
- * (_gh_tm_mover_failed); frees and destroy still give everything back. */
-static void gh_tm_sticky(gh_tmgr_t* tm, int rc, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-static void gh_tm_sticky(gh_tmgr_t* tm, int rc, const char* fmt, ...) {
-  pthread_mutex_lock(&tm->jmu);
-  if (!tm->mover_err) {
-    tm->mover_err = rc;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tm->mover_what, sizeof tm->mover_what, fmt, ap);
-    va_end(ap);
-  }
-  pthread_mutex_unlock(&tm->jmu);
-}
-
-/* A wait for the GPU failed (GH_PW). CUDA reports a copy that failed, or
- * any earlier failure of the context, at the next sync; which of the copies
- * that wait covered ran is not known, and some of them may be moves
- * already counted done (an ordered eviction whose device memory went on
- * to another tensor): their bytes may be lost. So it is sticky. A move
- * waiting for its own copy also undoes itself (gh_tm_move_finish): that
- * unit keeps its bytes where they were. */
-void _gh_tm_wait_failed(gh_tmgr_t* tm, int site) {
-  static const char* const why[GH_TM_WAITS] = {"a drain before a move", "a quiet advice's events",
-                                               "a spare's eviction copy", "the latest moves' copies",
-                                               "a move's copies for their users", "a move's own copies",
-                                               "pending frees", "a reclaim", "the close"};
-  gh_tm_sticky(tm, GH_ERR_CUDA, "a wait for the GPU failed (%s); copies queued before it may not have run: %s",
-               why[site], gh_last_error_detail());
-}
-
-static void* gh_tm_mover_main(void* arg) {
-  gh_tmgr_t* tm = arg;
-  gh_tm_is_mover = 1, gh_tm_in_move = 1; /* its calls count in vmm_move_ns */
-  pthread_mutex_lock(&tm->jmu);
-  for (;;) {
-    while ((tm->jhead == tm->jn || tm->mover_hold) && !tm->mover_stop) pthread_cond_wait(&tm->jcv, &tm->jmu);
-    if (tm->jhead == tm->jn) break;
-    const gh_tm_job_t j = tm->jobs[tm->jhead++];
-    if (tm->jhead == tm->jn) tm->jhead = tm->jn = 0;
-    tm->mover_busy = 1;
-    pthread_mutex_unlock(&tm->jmu);
-    int rc = GH_OK;
-    if (j.k) {
-      rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, j.home, j.k));
-      if (rc == GH_OK) rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, j.home, j.pfs, j.n));
-    }
-    if (rc != GH_OK)
-      gh_tm_sticky(tm, rc, "the mover could not remap %p (%zu frames): %s", (void*)j.home, j.k,
-                   gh_last_error_detail());
-    pthread_mutex_lock(&tm->jmu);
-    if (j.seq) __atomic_store_n(tm->word, (uint32_t)j.seq, __ATOMIC_RELEASE);
-    tm->mover_busy = 0;
-    pthread_cond_broadcast(&tm->jdone_cv);
-  }
-  pthread_mutex_unlock(&tm->jmu);
-  return NULL;
-}
-
-/* Room for n more jobs (GH_OK), so that a batch's pushes cannot fail. */
-static int gh_tm_mover_reserve(gh_tmgr_t* tm, size_t n) {
-  pthread_mutex_lock(&tm->jmu);
-  int rc = tm->mover_err ? tm->mover_err : GH_OK;
-  if (rc == GH_OK && tm->jn + n > tm->jcap) {
-    const size_t cap = tm->jn + n > 2 * tm->jcap ? tm->jn + n : 2 * tm->jcap;
-    gh_tm_job_t* p = realloc(tm->jobs, cap * sizeof *p);
-    if (p) tm->jobs = p, tm->jcap = cap;
-    else rc = GH_ERR_NOMEM;
-  }
-  pthread_mutex_unlock(&tm->jmu);
-  return rc;
-}
-
-/* Queue a job (room reserved): unmap k frames at home and map pas there;
- * k == 0: the end of batch seq. */
-static void gh_tm_mover_push(gh_tmgr_t* tm, uint8_t* home, size_t k, const gh_tm_pa_t* pas, size_t n, uint64_t seq) {
-  pthread_mutex_lock(&tm->jmu);
-  gh_tm_job_t* j = &tm->jobs[tm->jn++];
-  j->home = home, j->k = k, j->n = n, j->seq = seq;
-  for (size_t i = 0; i < n; i++) j->pfs[i] = pas[i].pf;
-  pthread_cond_signal(&tm->jcv);
-  pthread_mutex_unlock(&tm->jmu);
-}
-
-/* End the batch queued since the last one: its number. */
-static uint64_t gh_tm_mover_seal(gh_tmgr_t* tm) {
-  pthread_mutex_lock(&tm->jmu);
-  const uint64_t seq = ++tm->jseq;
-  pthread_mutex_unlock(&tm->jmu);
-  gh_tm_mover_push(tm, NULL, 0, NULL, 0, seq);
-  return seq;
-}
-
-/* The manager's sticky failure (GH_OK if none: see mover_err), recorded
- * as this call's error. */
-int _gh_tm_mover_failed(gh_tmgr_t* tm) {
-  pthread_mutex_lock(&tm->jmu);
-  const int rc = tm->mover_err;
-  char what[sizeof tm->mover_what];
-  memcpy(what, tm->mover_what, sizeof what);
-  pthread_mutex_unlock(&tm->jmu);
-  return rc == GH_OK ? GH_OK : _gh_error(GH_ERR_CORRUPT, "%s", what);
 }
 
 /* ---------------------------------------------------------------- hash map ptr -> live tensor */
@@ -770,14 +267,14 @@ static size_t gh_tm_pool_find(const gh_tmgr_t* tm, size_t n) {
 
 /* Release the pool's last allocation (the pool is not empty). */
 void _gh_tm_pool_release_last(gh_tmgr_t* tm) {
-  gh_tm_host_ready(tm, NULL, NULL);
+  _gh_tm_host_ready(tm, NULL, NULL);
   const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
   gh_tm_pool_take(tm, tm->pool_cnt - 1);
   gh_tm_host_unmake(tm, &pa);
 }
 
 /* A host allocation of n frames (<= GH_TM_CHUNK_MAX) for `user`
- * (gh_tm_wait_for): from the pool, else created now within the host budget
+ * (_gh_tm_wait_for): from the pool, else created now within the host budget
  * (giving back pool allocations of other sizes if the budget needs it). */
 static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user) {
   int rc = GH_OK;
@@ -789,7 +286,7 @@ static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_str
   if (i != SIZE_MAX) {
     *out = tm->pool[i];
     gh_tm_pool_take(tm, i);
-    gh_tm_host_ready(tm, out, user);
+    _gh_tm_host_ready(tm, out, user);
     out->stamp = 0;
   } else {
     while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) _gh_tm_pool_release_last(tm);
@@ -827,7 +324,7 @@ static void gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
     gh_tm_pool_count(tm, pa->n, +1);
     return;
   }
-  gh_tm_host_ready(tm, NULL, NULL);
+  _gh_tm_host_ready(tm, NULL, NULL);
   gh_tm_host_unmake(tm, pa);
 }
 
@@ -934,7 +431,7 @@ static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
   if (a == GH_TM_NO_ALIAS) gh_tm_held_flush(tm, NULL);  /* held copies read through spares' aliases */
   for (size_t i = 0; a == GH_TM_NO_ALIAS && i < tm->n_spare; i++) {  /* spares are the likeliest idle ones */
     if (tm->spare[i].alias == GH_TM_NO_ALIAS) continue;
-    gh_tm_pa_ready(tm, &tm->spare[i], NULL);  /* its copy reads through the alias */
+    _gh_tm_pa_ready(tm, &tm->spare[i], NULL);  /* its copy reads through the alias */
     gh_tm_dalias_put(tm, &tm->spare[i]);
     a = gh_tm_dalias_find(tm, pa->n);
   }
@@ -951,7 +448,7 @@ static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   for (size_t i = 0; i < tm->n_held; i++)
     if (tm->held[i].pf == pa->pf) gh_tm_held_flush(tm, NULL);  /* its copy first */
   gh_tm_pa_t p = *pa;
-  gh_tm_pa_ready(tm, &p, NULL);
+  _gh_tm_pa_ready(tm, &p, NULL);
   gh_tm_dalias_put(tm, &p);
   GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
   tm->dev_used -= pa->n;
@@ -994,14 +491,14 @@ static void gh_tm_pas_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pas, size_t n) {
 }
 
 /* A device allocation of n frames (within the budget: checked by the
- * caller) for `user` (gh_tm_wait_for): a spare of that size, else a new
+ * caller) for `user` (_gh_tm_wait_for): a spare of that size, else a new
  * one (spares of other sizes released first while the budget needs their
  * room). */
 static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user) {
   for (size_t i = tm->n_spare; i-- > 0;)
     if (tm->spare[i].n == n) {
       *out = gh_tm_spare_take(tm, i);
-      gh_tm_pa_ready(tm, out, user);
+      _gh_tm_pa_ready(tm, out, user);
       return GH_OK;
     }
   while (tm->n_spare && tm->dev_used + n > tm->dev_budget_f) _gh_tm_spare_release(tm, 0);
@@ -1013,7 +510,7 @@ static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stre
 }
 
 /* Backing for a unit of k frames (k <= GH_TM_CHUNK_MAX) in one tier, for
- * `user` (gh_tm_wait_for): one allocation of k frames (host: from the pool
+ * `user` (_gh_tm_wait_for): one allocation of k frames (host: from the pool
  * when it holds one of that size, as it does after a restore of a unit of
  * that size; else created now, giving back pooled memory of other sizes if
  * the budget needs it: created once, it comes back to the pool with its
@@ -1298,7 +795,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   const size_t nhost = to == GH_TIER_DEVICE ? st->nold : st->npa;
   /* With a restore stream: after the unit's last move the other way. */
   if (tm->split)
-    gh_tm_lane_wait(tm, gh_tm_lane_from(tm, to), tm->vf[u->v0].xstamp, &cs, GH_TM_W_ORDERED);
+    _gh_tm_lane_wait(tm, gh_tm_lane_from(tm, to), tm->vf[u->v0].xstamp, &cs, GH_TM_W_ORDERED);
   uint8_t* dva = NULL;
   int rc = GH_OK;
   if (gh_tm_dalias_get(tm, dev) == GH_OK) {
@@ -1337,7 +834,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   }
   /* The remap, while the copy runs. */
   if (rc == GH_OK && mover) {
-    gh_tm_mover_push(tm, home, u->k, st->pa, st->npa, 0);
+    _gh_tm_mover_push(tm, home, u->k, st->pa, st->npa, 0);
   } else if (rc == GH_OK) {
     if (!st->from_homeless) rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
     if (rc == GH_OK && !st->to_homeless) {
@@ -1396,7 +893,7 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
     for (size_t i = 0; i < st->nold; i++) st->old[i].stamp = st->stamp;
   gh_tm_pas_drop(tm, st->old, st->nold);
   gh_tm_vf_set(tm, u->v0, st->pa, st->npa);
-  gh_tm_pa_commit(tm, st->pa, st->npa);
+  _gh_tm_pa_commit(tm, st->pa, st->npa);
   for (size_t v = u->v0; v < u->v0 + u->k; v++) {
     gh_vframe_t* f = &tm->vf[v];
     gh_tm_count(tm, f, +1);
@@ -1421,18 +918,18 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   int ordered = tm->ordered && !tm->ordered_off;
   int ahead = 0;  /* units of tm->ahead (a run's: its only tensor), whose streams do not wait */
   for (size_t i = 0; i < n; i++) {
-    gh_tm_sset_vframe(tm, &ss, u[i].v0);  /* a unit's vframes share their tensors */
+    _gh_tm_sset_vframe(tm, &ss, u[i].v0);  /* a unit's vframes share their tensors */
     const gh_vframe_t* f = &tm->vf[u[i].v0];
     if (tm->ahead && f->role == GH_VF_RUN && f->tensors == tm->ahead) ahead = 1;
-    else if (ordered) gh_tm_sset_users(tm, &users, u[i].v0);
+    else if (ordered) _gh_tm_sset_users(tm, &users, u[i].v0);
   }
   if (users.all) ordered = 0;
   /* The mover's earlier remaps first (these units may be among them, and
    * the streams waited for below may wait for its word). */
   _gh_tm_mover_drain(tm);
-  const int mover = ordered && tm->mover_on && gh_tm_mover_reserve(tm, n + 1) == GH_OK;
+  const int mover = ordered && tm->mover_on && _gh_tm_mover_reserve(tm, n + 1) == GH_OK;
   size_t queued = 0;
-  const int synced = gh_tm_sset_sync(tm, &ss);
+  const int synced = _gh_tm_sset_sync(tm, &ss);
   gh_tm_step_t* st = synced == GH_OK ? malloc(GH_TM_DEPTH * sizeof *st) : NULL;
   if (!st) {
     gh_tm_move_failed(tm, synced != GH_OK ? synced : _gh_error(GH_ERR_NOMEM, "a move: out of memory"));
@@ -1463,7 +960,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   const gh_stream_t cs = gh_tm_lane_to(tm, to)->s;
   gh_fevent_t bev = 0;
   if (ordered && copied && GH_P(tm, tm->ops->event_record(tm->fr, cs, &bev)) != GH_OK) bev = 0;
-  const uint64_t seq = queued ? gh_tm_mover_seal(tm) : 0;
+  const uint64_t seq = queued ? _gh_tm_mover_seal(tm) : 0;
   if (ordered && copied && !bev) {  /* no event: wait for every copy (finished units included) and remap */
     GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));
     _gh_tm_mover_drain(tm);
@@ -1478,19 +975,19 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
      * waits when a stream cannot be made to). */
     int drain = 0;
     for (size_t k = 0; k < users.n; k++) {
-      gh_tm_wait_for(tm, bev, cs, &users.s[k], GH_TM_W_USERS);
+      _gh_tm_wait_for(tm, bev, cs, &users.s[k], GH_TM_W_USERS);
       if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, users.s[k], tm->word, (uint32_t)seq)) != GH_OK)
         drain = 1;
     }
     if (drain) _gh_tm_mover_drain(tm);
-    gh_tm_ordered_set(tm, gh_tm_lane_to(tm, to), bev);
+    _gh_tm_ordered_set(tm, gh_tm_lane_to(tm, to), bev);
     tm->ordered_moves++;
     tm->ahead_moved |= ahead;
   } else if (clean_only) {
     /* The users after the clean units' copies (queued at their advice):
      * the lane's earliest event that follows the latest of them. */
     for (size_t k = 0; k < users.n; k++)
-      gh_tm_lane_wait(tm, gh_tm_lane_to(tm, to), cmax, &users.s[k], GH_TM_W_USERS);
+      _gh_tm_lane_wait(tm, gh_tm_lane_to(tm, to), cmax, &users.s[k], GH_TM_W_USERS);
     tm->ordered_moves++;
     tm->ahead_moved |= ahead;
   }
@@ -1509,9 +1006,9 @@ static size_t gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier
   if (n == 0) return 0;
   const uint64_t t0 = gh_tm_now_ns();
   tm->moves++;
-  gh_tm_in_move = 1;
+  _gh_tm_in_move = 1;
   const size_t done = gh_tm_move_units(tm, u, n, to);
-  gh_tm_in_move = 0;
+  _gh_tm_in_move = 0;
   if (to == GH_TIER_HOST && tm->nframes[GH_TIER_HOST] > tm->clean_peak_f) tm->clean_peak_f = tm->nframes[GH_TIER_HOST];
   tm->move_ns += gh_tm_now_ns() - t0;
   return done;
@@ -1638,11 +1135,11 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
     }
     if (!waited) {  /* the copy stream after the advice's events (the kernels that made and read it) */
       for (unsigned i = 0; i < t->quiet; i++)
-        gh_tm_wait_for(tm, t->quiet_ev[i], t->streams[i], &cs, GH_TM_W_QUIET);
+        _gh_tm_wait_for(tm, t->quiet_ev[i], t->streams[i], &cs, GH_TM_W_QUIET);
       waited = 1;
     }
     /* after the unit's last restore, which wrote its device memory */
-    gh_tm_lane_wait(tm, &tm->lane[GH_TM_LANE_RESTORE], f->xstamp, &cs, GH_TM_W_ORDERED);
+    _gh_tm_lane_wait(tm, &tm->lane[GH_TM_LANE_RESTORE], f->xstamp, &cs, GH_TM_W_ORDERED);
     uint8_t* hva = gh_tm_alias_va(tm, h.alias);
     const uint8_t* dva = gh_tm_dalias_va(tm, dev.alias);
     const size_t bytes = u.k * tm->frame;
@@ -1661,7 +1158,7 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
     tm->clean_n[0] += u.k;
     tm->bytes_evicted += bytes;
   }
-  if (l->issued != issued) gh_tm_lane_mark(tm, l);  /* an event of the lane's ring just after them */
+  if (l->issued != issued) _gh_tm_lane_mark(tm, l);  /* an event of the lane's ring just after them */
   return rc;
 }
 
@@ -2166,11 +1663,11 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
     if (si != SIZE_MAX) {
       tm->spare[si].ev = ev;
     } else if (ev) {
-      gh_tm_wait_for(tm, ev, tm->copy_stream, user, GH_TM_W_USERS);
+      _gh_tm_wait_for(tm, ev, tm->copy_stream, user, GH_TM_W_USERS);
       GH_P(tm, tm->ops->event_destroy(tm->fr, ev));
     }
   }
-  if (rc != GH_OK) gh_tm_sticky(tm, rc, "an eviction's copy could not be queued: %s", gh_last_error_detail());
+  if (rc != GH_OK) _gh_tm_sticky(tm, rc, "an eviction's copy could not be queued: %s", gh_last_error_detail());
   gh_fevent_t last = 0;  /* the latest ordered batch's copies: these */
   if (tm->split) {  /* the held units' stamp: these copies */
     const uint64_t stamp = ++tm->lane[GH_TM_LANE_EVICT].issued;
@@ -2180,7 +1677,7 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
     tm->n_held_units = 0;
   }
   if (GH_P(tm, tm->ops->event_record(tm->fr, tm->copy_stream, &last)) == GH_OK) {
-    gh_tm_ordered_set(tm, &tm->lane[GH_TM_LANE_EVICT], last);
+    _gh_tm_ordered_set(tm, &tm->lane[GH_TM_LANE_EVICT], last);
   } else {
     GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, tm->copy_stream));
   }
@@ -2234,7 +1731,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
           return _gh_error(GH_ERR_NOMEM, "cannot map a frame for %zu bytes", t->bytes);
         }
         gh_tm_vf_set(tm, nv, &pa, 1);
-        gh_tm_pa_commit(tm, &pa, 1);
+        _gh_tm_pa_commit(tm, &pa, 1);
         gh_vframe_t* f = &tm->vf[nv];
         f->role = GH_VF_SLAB, f->kind = (uint8_t)kind;
         f->bits = bits, f->free_granules = (uint32_t)(tm->frame / GH_TM_ALIGN);
@@ -2320,7 +1817,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
                              : _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
     }
     gh_tm_vf_set(tm, v, pas, npa);
-    gh_tm_pa_commit(tm, pas, npa);
+    _gh_tm_pa_commit(tm, pas, npa);
     for (size_t i = 0; i < npa; i++)
       if (pas[i].tier == GH_TIER_HOST) tm->host_placed += pas[i].n * tm->frame;
     for (size_t i = 0; i < n; i++) {
@@ -2874,7 +2371,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   /* The mover, where the provider can make a stream wait for a word (else,
    * or if it cannot start, ordered moves remap on the calling thread). */
   if (!tm->mover_off && ops->stream_wait_value && ops->word_alloc(tm->fr, &tm->word) == GH_OK) {
-    if (pthread_create(&tm->mover, NULL, gh_tm_mover_main, tm) == 0) {
+    if (pthread_create(&tm->mover, NULL, _gh_tm_mover_main, tm) == 0) {
       tm->mover_on = 1;
     } else {
       ops->word_free(tm->fr, tm->word);
@@ -2921,7 +2418,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     for (int d = 0; tm->split && d < 2; d++) {  /* (with a restore stream: the lanes') */
       gh_tm_lane_t* l = &tm->lane[d];
       GH_PW(tm, GH_TM_W_OTHER, tm->ops->stream_sync(tm->fr, l->s));
-      if (l->n) gh_tm_lane_drop(tm, l, l->n - 1, 1);
+      if (l->n) _gh_tm_lane_drop(tm, l, l->n - 1, 1);
     }
     if (tm->heap) _gh_heap_destroy_managed(tm->heap);
     tm->heap = NULL;
@@ -2994,7 +2491,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   _gh_tm_lock(tm);
   tm->ordered = 1;  /* evictions for it: the victims' streams wait for the copies */
   int rc = _gh_tm_mover_failed(tm);
-  if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
+  if (rc == GH_OK) rc = _gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) rc = gh_tm_hash_reserve(tm);
   if (rc == GH_OK) {
     const size_t budget = (tm->dev_budget_f + tm->host_budget_f) * tm->frame;
@@ -3050,7 +2547,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   tm->ordered = 0;
   gh_tm_clean_poll(tm);  /* after this allocation's maps (=ready) */
   gh_tm_trace(tm, "a %llx %zu %u %zu %d\n", GH_TM_TP(rc == GH_OK ? t->ptr : NULL), bytes, (unsigned)kind,
-              gh_tm_sidx(tm, stream), rc);
+              _gh_tm_sidx(tm, stream), rc);
   const gh_oom_fn oom = tm->oom;
   void* user = tm->oom_user;
   gh_tm_call_end(tm, GH_TM_CALL_ALLOC, t0);
@@ -3074,7 +2571,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   const uint64_t t0 = gh_tm_call_t0(tm);
   pthread_mutex_lock(&tm->mu);
   gh_tensor_t* t = ptr ? gh_tm_find(tm, ptr) : NULL;
-  int rc = t ? gh_tm_stream_seen(tm, stream) : gh_tm_bad_ptr(tm, ptr, "gh_tensor_free");
+  int rc = t ? _gh_tm_stream_seen(tm, stream) : gh_tm_bad_ptr(tm, ptr, "gh_tensor_free");
   if (rc == GH_OK) {
     gh_tm_hash_remove(tm, t);
     gh_tm_list_unlink(&tm->live_head, t);
@@ -3088,8 +2585,8 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     t->pins = 0;
     t->state = GH_T_PENDING;
     t->free_stream = stream;
-    gh_tm_stream_join(tm, t, stream);
-    gh_tm_ahead_join(tm, t, &stream);  /* its memory goes to others after the free: after its copies */
+    _gh_tm_stream_join(tm, t, stream);
+    _gh_tm_ahead_join(tm, t, &stream);  /* its memory goes to others after the free: after its copies */
     /* No provider call: the event comes at the next flush. */
     t->batch = NULL;
     gh_tm_pend_push(tm, t);
@@ -3097,7 +2594,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     tm->freed[tm->freed_pos] = ptr;
     tm->freed_pos = (tm->freed_pos + 1) % GH_TM_FREED_RING;
   }
-  gh_tm_trace(tm, "f %llx %zu %d\n", GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
+  gh_tm_trace(tm, "f %llx %zu %d\n", GH_TM_TP(ptr), _gh_tm_sidx(tm, stream), rc);
   gh_tm_call_end(tm, GH_TM_CALL_FREE, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -3126,7 +2623,7 @@ static int gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t) {
  * mover, its streams are not made to wait for its copies: the copies'
  * event stays with the tensor (ahead_ev), and its next use
  * (gh_tensor_prefetch, prefetch_many, pin, free) makes its streams wait for
- * it (gh_tm_ahead_join). Tensors sharing its frames (a slab's) wait as
+ * it (_gh_tm_ahead_join). Tensors sharing its frames (a slab's) wait as
  * with a prefetch. */
 static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahead) {
   const char* what = ahead ? "gh_tensor_prefetch_ahead" : "gh_tensor_prefetch";
@@ -3135,14 +2632,14 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, what, &rc);
   if (rc == GH_OK) rc = _gh_tm_mover_failed(tm);
-  if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
+  if (rc == GH_OK) rc = _gh_tm_stream_seen(tm, stream);
   if (rc == GH_OK) {
     tm->restoring = 1;
     /* Frames all on the device: no move, no stream waited for. A quiet
      * tensor moves after its advice's events, and is a use from then on. */
-    gh_tm_stream_join(tm, t, stream);
+    _gh_tm_stream_join(tm, t, stream);
     const int defer = ahead && tm->vf[t->vf0].role == GH_VF_RUN && !tm->mover_on;
-    if (!defer) gh_tm_ahead_join(tm, t, &stream);
+    if (!defer) _gh_tm_ahead_join(tm, t, &stream);
     tm->ordered = 1;
     tm->ahead = defer ? t : NULL;
     tm->ahead_moved = 0;
@@ -3157,16 +2654,16 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
         if (t->ahead_ev) GH_P(tm, tm->ops->event_destroy(tm->fr, t->ahead_ev));  /* an earlier copy's */
         t->ahead_ev = ev;
       } else {  /* the latest batch */
-        gh_tm_ahead_join(tm, t, &stream);
-        const gh_fevent_t e = tm->split ? gh_tm_lane_mark(tm, &tm->lane[GH_TM_LANE_RESTORE])
-                                        : (gh_tm_ordered_done(tm) ? 0 : tm->ordered_ev);
-        if (e) gh_tm_tensor_wait(tm, t, &stream, e, tm->restore_stream);
+        _gh_tm_ahead_join(tm, t, &stream);
+        const gh_fevent_t e = tm->split ? _gh_tm_lane_mark(tm, &tm->lane[GH_TM_LANE_RESTORE])
+                                        : (_gh_tm_ordered_done(tm) ? 0 : tm->ordered_ev);
+        if (e) _gh_tm_tensor_wait(tm, t, &stream, e, tm->restore_stream);
       }
     }
     const int mrc = gh_tm_prefetch_mark(tm, t);
     if (rc == GH_OK) rc = mrc;
   }
-  gh_tm_trace(tm, "%c %llx %zu %d\n", ahead ? 'h' : 'p', GH_TM_TP(ptr), gh_tm_sidx(tm, stream), rc);
+  gh_tm_trace(tm, "%c %llx %zu %d\n", ahead ? 'h' : 'p', GH_TM_TP(ptr), _gh_tm_sidx(tm, stream), rc);
   gh_tm_call_end(tm, ahead ? GH_TM_CALL_PREFETCH_AHEAD : GH_TM_CALL_PREFETCH, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
@@ -3189,7 +2686,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   _gh_tm_lock(tm);
   gh_tm_reclaim(tm, 0);
   int rc = _gh_tm_mover_failed(tm);
-  if (rc == GH_OK) rc = gh_tm_stream_seen(tm, stream);
+  if (rc == GH_OK) rc = _gh_tm_stream_seen(tm, stream);
   gh_tensor_t** ts = rc == GH_OK ? malloc(n * sizeof *ts) : NULL;
   if (rc == GH_OK && !ts) rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_prefetch_many: out of memory");
   /* Every pointer first: a bad one fails the call before anything changes. */
@@ -3207,8 +2704,8 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
     tm->restoring = 1;
     size_t nu = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
-      gh_tm_stream_join(tm, ts[i], stream);
-      gh_tm_ahead_join(tm, ts[i], &stream);
+      _gh_tm_stream_join(tm, ts[i], stream);
+      _gh_tm_ahead_join(tm, ts[i], &stream);
       for (size_t v = ts[i]->vf0; v < ts[i]->vf0 + ts[i]->nvf; v++) tm->vf[v].mark = 1;
     }
     for (size_t i = 0; i < n; i++) nu += gh_tm_host_units(tm, ts[i]->vf0, ts[i]->nvf, units + nu, &m);
@@ -3384,7 +2881,7 @@ int gh_tensor_pin(gh_tmgr_t* tm, void* ptr) {
     if (rc == GH_OK) {
       t->pins++;
       (void)gh_tm_set_cold(tm, t, 0);  /* a use (restored whole: no homeless unit left to map) */
-      gh_tm_ahead_join(tm, t, NULL);
+      _gh_tm_ahead_join(tm, t, NULL);
     }
   }
   gh_tm_trace(tm, "P %llx %d\n", GH_TM_TP(ptr), rc);

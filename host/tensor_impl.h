@@ -4,6 +4,8 @@
  * The files:
  *   tensor.c       the public calls, and all that the files below do not
  *                  hold yet
+ *   tensor_sync.c  streams and stream sets, ordered moves, the restore
+ *                  stream's lanes, the mover, the sticky failure
  *   tensor_test.c  hooks for tests and diagnostics, _gh_tmgr_check
  * What the tests and adapters see: tensor_internal.h. */
 
@@ -202,7 +204,7 @@ struct gh_tensor_s {
   uint8_t clean_wait; /* in tm->clean_q: to be cleaned once its advice's events are complete */
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
   gh_fevent_t quiet_ev[GH_TM_TENSOR_STREAMS]; /* recorded on its streams at the advice */
-  gh_fevent_t ahead_ev;            /* prefetched ahead: after its copies; its users wait at the next use (gh_tm_ahead_join) */
+  gh_fevent_t ahead_ev;            /* prefetched ahead: after its copies; its users wait at the next use (_gh_tm_ahead_join) */
   gh_tm_fbatch_t* batch;           /* pending: its free's event; NULL until the next flush */
   gh_stream_t free_stream;
   gh_tensor_t* hnext;               /* hash chain (live tensors only) */
@@ -218,16 +220,16 @@ typedef struct gh_tm_pa_s {
   uint32_t alias;  /* host: its alias, in frames from alias_vf0; device: in frames from dalias_vf0, or GH_TM_NO_ALIAS */
   uint8_t tier;
   gh_fevent_t ev;  /* the event after an ordered move's copy that may still read it (a spare's, kept until
-                      the allocation backs a tensor: gh_tm_pa_commit), or 0 */
+                      the allocation backs a tensor: _gh_tm_pa_commit), or 0 */
   uint64_t stamp;  /* with a restore stream: host memory a restore gave back, its copy's stamp there (an
-                      eviction that takes it waits for that copy: gh_tm_host_ready); 0 otherwise */
+                      eviction that takes it waits for that copy: _gh_tm_host_ready); 0 otherwise */
 } gh_tm_pa_t;
 
 /* With a restore stream (the default; GPUHEAP_RESTORE_STREAM=0: off; see "the restore
- * stream" below), each of the two copy streams is a lane: the units whose
+ * stream", tensor_sync.c), each of the two copy streams is a lane: the units whose
  * copies it queued are numbered (stamps), and a ring of events recorded
  * on it, each after the copies up to its cover, says which event a wait
- * for a given stamp needs (gh_tm_lane_wait). */
+ * for a given stamp needs (_gh_tm_lane_wait). */
 #define GH_TM_LANE_RING 32
 typedef struct gh_tm_lane_s {
   gh_stream_t s;
@@ -240,7 +242,7 @@ typedef struct gh_tm_lane_s {
 enum { GH_TM_LANE_EVICT, GH_TM_LANE_RESTORE };
 #define GH_TM_STAMP_LATEST UINT64_MAX  /* a stamp for every copy queued on the lane so far */
 
-/* A home remap for the mover (gh_tm_mover_main): unmap k frames at home,
+/* A home remap for the mover (_gh_tm_mover_main): unmap k frames at home,
  * map pfs[0..n) there; seq != 0 on the last job of a batch. */
 typedef struct gh_tm_job_s {
   uint8_t* home;
@@ -261,7 +263,7 @@ typedef struct gh_vframe_s {
   uint32_t born;        /* the eviction batch (tm->evict_gen) in which it last got device memory */
   uint64_t xstamp;      /* with a restore stream: the stamp of the last move's copies on its lane (a restore's
                            on the restore stream when on the device, an eviction's on copy_stream when on the
-                           host); the next move the other way waits for them (gh_tm_lane_wait) */
+                           host); the next move the other way waits for them (_gh_tm_lane_wait) */
   uint32_t live;        /* tensors with bytes here, pending ones included */
   uint32_t pending;     /* ... of which freed, waiting for their event */
   uint32_t warm;        /* live, not pending, not cold */
@@ -294,8 +296,8 @@ enum {
  * another (bench/NOTES.md, host side, rows 68, 72-74, 82, 95): these say
  * where they went. */
 enum {
-  GH_TM_W_DRAIN,    /* a move's streams drained (gh_tm_sset_sync) */
-  GH_TM_W_QUIET,    /* a quiet move's advice events (gh_tm_sset_sync) */
+  GH_TM_W_DRAIN,    /* a move's streams drained (_gh_tm_sset_sync) */
+  GH_TM_W_QUIET,    /* a quiet move's advice events (_gh_tm_sset_sync) */
   GH_TM_W_SPARE,    /* a spare's eviction copy, before it is released or handed to the host */
   GH_TM_W_ORDERED,  /* the latest ordered batch, for a stream that could not wait on the GPU */
   GH_TM_W_USERS,    /* a move's or a held copy's users that could not wait on the GPU */
@@ -418,7 +420,7 @@ struct gh_tmgr_s {
   gh_fevent_t ordered_ev;
   uint64_t ordered_moves;            /* stats: ordered_moves */
   /* The mover: a thread that remaps the homes of ordered moves (see
-   * gh_tm_mover_main). Jobs [jhead, jn) of `jobs` wait; batches 1..jseq
+   * _gh_tm_mover_main). Jobs [jhead, jn) of `jobs` wait; batches 1..jseq
    * were queued, and *word is the last one done (for the GPU). All under
    * jmu. */
   pthread_mutex_t jmu;
@@ -431,7 +433,7 @@ struct gh_tmgr_s {
   int mover_busy;                    /* the mover is remapping (a job taken off the list) */
   int mover_hold;                    /* tests: the mover takes no job (_gh_tmgr_mover_hold) */
   uint32_t* word;
-  int mover_err;                     /* the first failure that cannot be undone (sticky, gh_tm_sticky: the
+  int mover_err;                     /* the first failure that cannot be undone (sticky, _gh_tm_sticky: the
                                         mover's, a held copy's, a wait for the GPU), and what failed */
   char mover_what[192];
   int move_rc;                       /* this call's moves' first failure that was not the budget's (a
@@ -567,6 +569,7 @@ static inline void gh_tm_pmu_waited(gh_tmgr_t* tm, uint64_t w0, uint64_t t0) {
     gh_wrc_;                                                                \
   })
 
+extern _Thread_local int _gh_tm_in_move; /* this thread is moving frames (vmm_move_ns; tensor_sync.c) */
 /* The same for the physical-memory calls, counted and timed (stats
  * vmm_calls / vmm_ns) under pmu. */
 /* An unmap or a release waits for the mover first: it may be of memory
@@ -582,16 +585,12 @@ static inline void gh_tm_pmu_waited(gh_tmgr_t* tm, uint64_t w0, uint64_t t0) {
     const int gh_prc_ = (call);                                   \
     const uint64_t gh_pdt_ = gh_tm_now_ns() - gh_pt0_;            \
     (tm)->vmm_calls[op]++, (tm)->vmm_ns[op] += gh_pdt_;           \
-    if (gh_tm_in_move) (tm)->vmm_move_ns += gh_pdt_;              \
+    if (_gh_tm_in_move) (tm)->vmm_move_ns += gh_pdt_;             \
     pthread_mutex_unlock(&(tm)->pmu);                             \
     gh_prc_;                                                      \
   })
 
 /* "tensor.c" */
-void _gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0);
-void _gh_tm_mover_drain(gh_tmgr_t* tm);
-void _gh_tm_wait_failed(gh_tmgr_t* tm, int site);
-int _gh_tm_mover_failed(gh_tmgr_t* tm);
 void _gh_tm_pool_release_last(gh_tmgr_t* tm);
 void _gh_tm_pool_quiesce(gh_tmgr_t* tm);
 void _gh_tm_spare_release(gh_tmgr_t* tm, size_t i);
@@ -599,5 +598,34 @@ gh_tm_unit_t _gh_tm_unit_of(const gh_tmgr_t* tm, size_t v);
 size_t _gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
 void _gh_tm_chunk_set(gh_tmgr_t* tm, size_t c);
 void _gh_tm_lock(gh_tmgr_t* tm);
+
+/* "tensor_sync.c" */
+size_t _gh_tm_sidx(const gh_tmgr_t* tm, gh_stream_t s);
+int _gh_tm_stream_seen(gh_tmgr_t* tm, gh_stream_t s);
+void _gh_tm_op_time(gh_tmgr_t* tm, int* kind, const char* call, uint64_t w0, uint64_t t0);
+int _gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss);
+void _gh_tm_sset_vframe(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v);
+void _gh_tm_sset_users(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v);
+void _gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const gh_stream_t* user, int site);
+void _gh_tm_lane_drop(gh_tmgr_t* tm, gh_tm_lane_t* l, size_t i, int done);
+gh_fevent_t _gh_tm_lane_mark(gh_tmgr_t* tm, gh_tm_lane_t* l);
+void _gh_tm_lane_wait(gh_tmgr_t* tm, gh_tm_lane_t* l, uint64_t stamp, const gh_stream_t* user, int site);
+int _gh_tm_ordered_done(gh_tmgr_t* tm);
+void _gh_tm_ordered_set(gh_tmgr_t* tm, gh_tm_lane_t* l, gh_fevent_t e);
+void _gh_tm_pa_ready(gh_tmgr_t* tm, gh_tm_pa_t* pa, const gh_stream_t* user);
+void _gh_tm_pa_commit(gh_tmgr_t* tm, gh_tm_pa_t* pas, size_t n);
+void _gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream);
+void _gh_tm_tensor_wait(gh_tmgr_t* tm, const gh_tensor_t* t, const gh_stream_t* stream, gh_fevent_t e,
+                        gh_stream_t on);
+void _gh_tm_ahead_join(gh_tmgr_t* tm, gh_tensor_t* t, const gh_stream_t* stream);
+void _gh_tm_host_ready(gh_tmgr_t* tm, const gh_tm_pa_t* pa, const gh_stream_t* user);
+void _gh_tm_mover_drain(gh_tmgr_t* tm);
+void _gh_tm_sticky(gh_tmgr_t* tm, int rc, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+void _gh_tm_wait_failed(gh_tmgr_t* tm, int site);
+void* _gh_tm_mover_main(void* arg);
+int _gh_tm_mover_reserve(gh_tmgr_t* tm, size_t n);
+void _gh_tm_mover_push(gh_tmgr_t* tm, uint8_t* home, size_t k, const gh_tm_pa_t* pas, size_t n, uint64_t seq);
+uint64_t _gh_tm_mover_seal(gh_tmgr_t* tm);
+int _gh_tm_mover_failed(gh_tmgr_t* tm);
 
 #endif /* GPUHEAP_HOST_TENSOR_IMPL_H */

@@ -289,7 +289,7 @@ int _gh_tmgr_check(gh_tmgr_t* tm) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "NULL manager");
   _gh_tm_lock(tm);
   _gh_tm_mover_drain(tm);
-  int rc = GH_OK;  /* (the accounts first; then a sticky failure, gh_tm_sticky) */
+  int rc = GH_OK;  /* (the accounts first; then a sticky failure, _gh_tm_sticky) */
   size_t nf[GH_TIER_COUNT] = {0}, hf[GH_TIER_COUNT] = {0}, cf = 0, cruns = 0, clean = 0;
   for (size_t v = 0; v < tm->n_va && rc == GH_OK; v++) {
     const gh_vframe_t* f = &tm->vf[v];
