@@ -9,9 +9,6 @@
 
 #include "tensor_impl.h"
 
-static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
-static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
-
 /* ---------------------------------------------------------------- trace
  * GPUHEAP_TRACE=path (a "%d" in it becomes the process id): every call
  * that changes tensors or memory is written there under mu, one line each,
@@ -124,7 +121,6 @@ static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int w
 
 static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t);
 static void gh_tm_clean_drop(gh_tmgr_t* tm, const gh_tensor_t* t);
-static void gh_tm_clean_drop_all(gh_tmgr_t* tm);
 static void gh_tm_clean_unqueue(gh_tmgr_t* tm, gh_tensor_t* t);
 
 /* Forget a quiet advice (its events). remap: a live tensor's promise ends,
@@ -172,432 +168,6 @@ static int gh_tm_bad_ptr(const gh_tmgr_t* tm, const void* p, const char* what) {
   return _gh_error(GH_ERR_FOREIGN, "%s: %p is no live tensor's start", what, p);
 }
 
-/* ---------------------------------------------------------------- host pool
- * Host allocations are of a chunk's size ("big": any size from 2 to
- * GH_TM_CHUNK_MAX, since the chunk follows the tensors, gh_tm_chunk_learn;
- * alias in [0, alias_big_f) of the alias region, first fit) or a single
- * frame ("one", alias in [alias_big_f, +alias_one_f)). The big region is
- * twice the host budget, for first fit's holes; should first fit still
- * find no room, the unit takes single frames (gh_tm_unit_get), whose
- * region holds the whole budget: no request fails for want of an alias. */
-
-/* First fit of n free frames in used[lo, hi), searching from *hint (no
- * free frame in [lo, *hint), which it moves on); SIZE_MAX when none. */
-static size_t gh_tm_first_fit(const uint8_t* used, size_t hi, size_t n, size_t* hint) {
-  size_t i = *hint;
-  while (i < hi && used[i]) i++;
-  *hint = i;
-  while (i + n <= hi) {
-    size_t j = 0;
-    while (j < n && !used[i + j]) j++;
-    if (j == n) return i;
-    i += j + 1;
-    while (i < hi && used[i]) i++;
-  }
-  return SIZE_MAX;
-}
-
-/* An alias for a host allocation of n frames; GH_TM_NO_ALIAS when none. */
-static uint32_t gh_tm_alias_get(gh_tmgr_t* tm, size_t n) {
-  size_t a = SIZE_MAX;
-  if (n == 1) {
-    a = gh_tm_first_fit(tm->alias_used, tm->alias_big_f + tm->alias_one_f, 1, &tm->alias_one_hint);
-  } else if (n <= GH_TM_CHUNK_MAX) {
-    a = gh_tm_first_fit(tm->alias_used, tm->alias_big_f, n, &tm->alias_big_hint);
-  }
-  if (a == SIZE_MAX) return GH_TM_NO_ALIAS;
-  memset(tm->alias_used + a, 1, n);
-  return (uint32_t)a;
-}
-static void gh_tm_alias_put(gh_tmgr_t* tm, uint32_t alias, size_t n) {
-  memset(tm->alias_used + alias, 0, n);
-  size_t* hint = alias < tm->alias_big_f ? &tm->alias_big_hint : &tm->alias_one_hint;
-  if (alias < *hint) *hint = alias;
-}
-
-/* Provider calls for a host allocation of n frames at its (reserved) alias:
- * create and map there / unmap and release. Under pmu, not mu necessarily. */
-static int gh_tm_host_make(gh_tmgr_t* tm, size_t n, uint32_t alias, gh_pframe_t* out) {
-  gh_pframe_t pf = 0;
-  int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_HOST, n, &pf));
-  if (rc != GH_OK) return rc;
-  rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_alias_va(tm, alias), &pf, 1));
-  if (rc != GH_OK) {
-    GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pf));
-    return rc;
-  }
-  *out = pf;
-  return GH_OK;
-}
-static void gh_tm_host_unmake(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
-  GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_alias_va(tm, pa->alias), pa->n));
-  GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
-  gh_tm_alias_put(tm, pa->alias, pa->n);
-  tm->host_used -= pa->n;
-}
-
-/* Pool entries the pool thread counts: single frames and allocations of
- * the current chunk (pool_ones, pool_bigs); others (of an earlier chunk)
- * are pooled, taken by size and counted by neither. */
-static void gh_tm_pool_count(gh_tmgr_t* tm, size_t n, int delta) {
-  if (n == 1) tm->pool_ones += (size_t)delta;
-  else if (n == tm->chunk) tm->pool_bigs += (size_t)delta;
-}
-
-static void gh_tm_pool_take(gh_tmgr_t* tm, size_t i) {
-  const gh_tm_pa_t pa = tm->pool[i];
-  tm->pool[i] = tm->pool[--tm->pool_cnt];
-  tm->pool_n -= pa.n;
-  gh_tm_pool_count(tm, pa.n, -1);
-}
-
-/* The pool's newest entry of n frames, or SIZE_MAX. With a restore
- * stream, one no restore copy may still read (its stamp known complete)
- * first, else the one given back earliest: an eviction that takes it
- * waits the least. */
-static size_t gh_tm_pool_find(const gh_tmgr_t* tm, size_t n) {
-  size_t best = SIZE_MAX;
-  for (size_t i = tm->pool_cnt; i-- > 0;) {
-    if (tm->pool[i].n != n) continue;
-    if (!tm->split || tm->pool[i].stamp <= tm->lane[GH_TM_LANE_RESTORE].done) return i;
-    if (best == SIZE_MAX || tm->pool[i].stamp < tm->pool[best].stamp) best = i;
-  }
-  return best;
-}
-
-/* Release the pool's last allocation (the pool is not empty). */
-void _gh_tm_pool_release_last(gh_tmgr_t* tm) {
-  _gh_tm_host_ready(tm, NULL, NULL);
-  const gh_tm_pa_t pa = tm->pool[tm->pool_cnt - 1];
-  gh_tm_pool_take(tm, tm->pool_cnt - 1);
-  gh_tm_host_unmake(tm, &pa);
-}
-
-/* A host allocation of n frames (<= GH_TM_CHUNK_MAX) for `user`
- * (_gh_tm_wait_for): from the pool, else created now within the host budget
- * (giving back pool allocations of other sizes if the budget needs it). */
-static int gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user) {
-  int rc = GH_OK;
-  size_t i = gh_tm_pool_find(tm, n);
-  if (i == SIZE_MAX && tm->clean_f && !tm->cleaning && tm->host_used - tm->pool_n + n > tm->host_budget_f) {
-    gh_tm_clean_drop_all(tm);  /* the clean copies' memory, to the pool first */
-    i = gh_tm_pool_find(tm, n);
-  }
-  if (i != SIZE_MAX) {
-    *out = tm->pool[i];
-    gh_tm_pool_take(tm, i);
-    _gh_tm_host_ready(tm, out, user);
-    out->stamp = 0;
-  } else {
-    while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) _gh_tm_pool_release_last(tm);
-    const int room = tm->host_used + n <= tm->host_budget_f;
-    const uint32_t alias = room ? gh_tm_alias_get(tm, n) : GH_TM_NO_ALIAS;
-    if (!room) {
-      rc = _gh_error(GH_ERR_BUDGET, "host budget of %zu frames spent (%zu used, %zu asked)", tm->host_budget_f,
-                     tm->host_used, n);
-    } else if (alias == GH_TM_NO_ALIAS) {
-      rc = _gh_error(GH_ERR_BUDGET, "no host alias of %zu frames free (first fit)", n);
-    } else {
-      rc = gh_tm_host_make(tm, n, alias, &out->pf);
-      if (rc == GH_OK) {
-        tm->host_used += n;
-        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0, out->stamp = 0;
-      } else {
-        gh_tm_alias_put(tm, alias, n);
-      }
-    }
-  }
-  if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
-  return rc;
-}
-
-/* A host allocation mapped nowhere but at its alias goes back to the pool,
- * whatever its size: pinning host memory costs ~0.5 ms a frame, so memory
- * that a restore gives back is kept for the next eviction (a training step
- * evicts and restores the same bytes every step). It stays counted in the
- * host budget; gh_tm_host_get releases pooled allocations when the budget
- * needs them, gh_tmgr_empty_cache trims the pool to its target. */
-static void gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
-  if (tm->pool_cnt < tm->pool_cap) {
-    tm->pool[tm->pool_cnt++] = *pa;
-    tm->pool_n += pa->n;
-    gh_tm_pool_count(tm, pa->n, +1);
-    return;
-  }
-  _gh_tm_host_ready(tm, NULL, NULL);
-  gh_tm_host_unmake(tm, pa);
-}
-
-/* The pool thread: keeps pool_ones_target single frames and
- * pool_bigs_target chunk allocations created ahead of need, mapped at their
- * aliases. It holds mu only to look at and hand over the pool, and pmu
- * (alone) while it creates an allocation. */
-static void* gh_tm_pool_main(void* arg) {
-  gh_tmgr_t* tm = arg;
-  pthread_mutex_lock(&tm->mu);
-  while (!tm->pool_stop) {
-    int big = -1;
-    if (tm->pool_cnt + 1 < tm->pool_cap) {
-      if (tm->pool_ones < tm->pool_ones_target && tm->host_used + 1 <= tm->host_budget_f)
-        big = 0;
-      else if (tm->pool_bigs < tm->pool_bigs_target && tm->host_used + tm->chunk <= tm->host_budget_f)
-        big = 1;
-    }
-    const size_t n = big > 0 ? tm->chunk : 1;
-    const uint32_t alias = big >= 0 ? gh_tm_alias_get(tm, n) : GH_TM_NO_ALIAS;
-    if (alias == GH_TM_NO_ALIAS) {
-      pthread_cond_wait(&tm->pool_cv, &tm->mu);
-      continue;
-    }
-    /* Reserve the budget and the count first (the chunk does not change
-     * while a creation is in flight: _gh_tm_chunk_set quiesces the pool). */
-    tm->host_used += n, tm->pool_inflight += n;
-    gh_tm_pool_count(tm, n, +1);
-    pthread_mutex_unlock(&tm->mu);
-    gh_tm_pa_t pa = {0, (uint32_t)n, alias, GH_TIER_HOST, 0, 0};
-    const int rc = gh_tm_host_make(tm, n, alias, &pa.pf);
-    pthread_mutex_lock(&tm->mu);
-    tm->pool_inflight -= n;
-    if (rc == GH_OK && tm->pool_cnt < tm->pool_cap) {
-      tm->pool[tm->pool_cnt++] = pa;
-      tm->pool_n += n;
-      pthread_cond_broadcast(&tm->pool_done_cv);
-      continue;
-    }
-    gh_tm_pool_count(tm, n, -1);
-    if (rc == GH_OK) {
-      gh_tm_host_unmake(tm, &pa);  /* gives back the budget and the alias */
-    } else {
-      tm->host_used -= n;
-      gh_tm_alias_put(tm, alias, n);
-    }
-    pthread_cond_broadcast(&tm->pool_done_cv);
-    if (!tm->pool_stop) pthread_cond_wait(&tm->pool_cv, &tm->mu);  /* failed: wait for a change */
-  }
-  pthread_mutex_unlock(&tm->mu);
-  return NULL;
-}
-
-/* Wait (under mu) until no pool creation holds host budget in flight. */
-void _gh_tm_pool_quiesce(gh_tmgr_t* tm) {
-  while (tm->pool_inflight) pthread_cond_wait(&tm->pool_done_cv, &tm->mu);
-}
-
-/* ---------------------------------------------------------------- frames */
-
-/* Count a mapped vframe in (delta +1) or out of (-1) its class: heap,
- * cache, or tensor frames of its tier. Whatever changes the class (role,
- * tier, a slab's live count between 0 and 1) is wrapped in -1 / +1. */
-static void gh_tm_count(gh_tmgr_t* tm, const gh_vframe_t* f, int delta) {
-  if (f->tier == GH_TIER_NONE) return;
-  if (f->role == GH_VF_HEAP)
-    tm->heap_nframes[f->tier] += (size_t)delta;
-  else if (gh_tm_vf_cached(f))
-    tm->cached += (size_t)delta;
-  else
-    tm->nframes[f->tier] += (size_t)delta;
-}
-
-/* ---------------------------------------------------------------- device aliases
- * A device allocation is mapped at an alias (first fit in the device-alias
- * region) the first time a move copies out of or into it, and stays there
- * until it is released, so that later moves of the same memory (a training
- * step moves the same allocations every step) make no call for it. */
-
-static void gh_tm_dalias_put(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
-  if (pa->alias == GH_TM_NO_ALIAS) return;
-  GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_dalias_va(tm, pa->alias), pa->n));
-  memset(tm->dalias_used + pa->alias, 0, pa->n);
-  if (pa->alias < tm->dalias_hint) tm->dalias_hint = pa->alias;
-  tm->dalias_n -= pa->n;
-  pa->alias = GH_TM_NO_ALIAS;
-}
-
-/* First fit of n free device-alias frames; GH_TM_NO_ALIAS when none. */
-static uint32_t gh_tm_dalias_find(gh_tmgr_t* tm, size_t n) {
-  const size_t a = gh_tm_first_fit(tm->dalias_used, tm->dalias_f, n, &tm->dalias_hint);
-  return a == SIZE_MAX ? GH_TM_NO_ALIAS : (uint32_t)a;
-}
-
-/* Give device allocation *pa (mapped nowhere else but, maybe, at its home)
- * an alias if it has none: GH_OK with pa->alias set, or not (the region
- * full even after the spares gave theirs back: GH_ERR_BUDGET, no error
- * recorded, since the move stages instead and succeeds; or the map's
- * error), nothing changed. */
-static int gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa) {
-  if (pa->alias != GH_TM_NO_ALIAS) return GH_OK;
-  if (tm->dalias_off) return GH_ERR_UNSUPPORTED;
-  uint32_t a = gh_tm_dalias_find(tm, pa->n);
-  if (a == GH_TM_NO_ALIAS) gh_tm_held_flush(tm, NULL);  /* held copies read through spares' aliases */
-  for (size_t i = 0; a == GH_TM_NO_ALIAS && i < tm->n_spare; i++) {  /* spares are the likeliest idle ones */
-    if (tm->spare[i].alias == GH_TM_NO_ALIAS) continue;
-    _gh_tm_pa_ready(tm, &tm->spare[i], NULL);  /* its copy reads through the alias */
-    gh_tm_dalias_put(tm, &tm->spare[i]);
-    a = gh_tm_dalias_find(tm, pa->n);
-  }
-  if (a == GH_TM_NO_ALIAS) return GH_ERR_BUDGET;
-  const int rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_dalias_va(tm, a), &pa->pf, 1));
-  if (rc != GH_OK) return rc;
-  memset(tm->dalias_used + a, 1, pa->n);
-  tm->dalias_n += pa->n;
-  pa->alias = a;
-  return GH_OK;
-}
-
-static void gh_tm_dev_release(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
-  for (size_t i = 0; i < tm->n_held; i++)
-    if (tm->held[i].pf == pa->pf) gh_tm_held_flush(tm, NULL);  /* its copy first */
-  gh_tm_pa_t p = *pa;
-  _gh_tm_pa_ready(tm, &p, NULL);
-  gh_tm_dalias_put(tm, &p);
-  GH_PV(tm, GH_VMM_RELEASE, tm->ops->release(tm->fr, pa->pf));
-  tm->dev_used -= pa->n;
-}
-
-/* Take spare i out of the list. */
-static gh_tm_pa_t gh_tm_spare_take(gh_tmgr_t* tm, size_t i) {
-  const gh_tm_pa_t pa = tm->spare[i];
-  tm->spare[i] = tm->spare[--tm->n_spare];
-  tm->spare_f -= pa.n;
-  return pa;
-}
-void _gh_tm_spare_release(gh_tmgr_t* tm, size_t i) {
-  const gh_tm_pa_t pa = gh_tm_spare_take(tm, i);
-  gh_tm_dev_release(tm, &pa);
-}
-
-/* Give back an allocation mapped nowhere (but, host, at its alias): host
- * memory to the pool, device memory to the spares (released when the list
- * cannot grow). */
-static void gh_tm_pa_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
-  if (pa->tier == GH_TIER_HOST) {
-    gh_tm_host_put(tm, pa);
-    return;
-  }
-  if (!tm->spares_off && tm->n_spare == tm->cap_spare) {
-    const size_t cap = tm->cap_spare ? 2 * tm->cap_spare : 64;
-    gh_tm_pa_t* p = realloc(tm->spare, cap * sizeof *p);
-    if (p) tm->spare = p, tm->cap_spare = cap;
-  }
-  if (tm->spares_off || tm->n_spare == tm->cap_spare) {
-    gh_tm_dev_release(tm, pa);
-    return;
-  }
-  tm->spare[tm->n_spare++] = *pa;
-  tm->spare_f += pa->n;
-}
-static void gh_tm_pas_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pas, size_t n) {
-  for (size_t i = 0; i < n; i++) gh_tm_pa_drop(tm, &pas[i]);
-}
-
-/* A device allocation of n frames (within the budget: checked by the
- * caller) for `user` (_gh_tm_wait_for): a spare of that size, else a new
- * one (spares of other sizes released first while the budget needs their
- * room). */
-static int gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user) {
-  for (size_t i = tm->n_spare; i-- > 0;)
-    if (tm->spare[i].n == n) {
-      *out = gh_tm_spare_take(tm, i);
-      _gh_tm_pa_ready(tm, out, user);
-      return GH_OK;
-    }
-  while (tm->n_spare && tm->dev_used + n > tm->dev_budget_f) _gh_tm_spare_release(tm, 0);
-  const int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
-  if (rc != GH_OK) return rc;
-  tm->dev_used += n;
-  out->n = (uint32_t)n, out->alias = GH_TM_NO_ALIAS, out->tier = GH_TIER_DEVICE, out->ev = 0, out->stamp = 0;
-  return GH_OK;
-}
-
-/* Backing for a unit of k frames (k <= GH_TM_CHUNK_MAX) in one tier, for
- * `user` (_gh_tm_wait_for): one allocation of k frames (host: from the pool
- * when it holds one of that size, as it does after a restore of a unit of
- * that size; else created now, giving back pooled memory of other sizes if
- * the budget needs it: created once, it comes back to the pool with its
- * size, and k single frames cost k mappings at every move: bench_evict's
- * 8 MiB evictions ran at 19 GB/s that way against 45 with one allocation,
- * bench/NOTES.md host side row 38), else, in host memory, k single
- * frames. All or nothing; *npas allocations in pas. */
-static int gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas, const gh_stream_t* user) {
-  *npas = 0;
-  if (device) {
-    const int rc = gh_tm_dev_get(tm, k, &pas[0], user);
-    if (rc == GH_OK) *npas = 1;
-    return rc;
-  }
-  if (k > 1 && gh_tm_host_get(tm, k, &pas[0], user) == GH_OK) {
-    *npas = 1;
-    return GH_OK;
-  }
-  for (size_t i = 0; i < k; i++) {
-    const int rc = gh_tm_host_get(tm, 1, &pas[i], user);
-    if (rc != GH_OK) {
-      gh_tm_pas_drop(tm, pas, i);
-      return rc;
-    }
-  }
-  *npas = k;
-  return GH_OK;
-}
-
-/* Record allocations pas[0..n), mapped back to back from vframe v. */
-static void gh_tm_vf_set(gh_tmgr_t* tm, size_t v, const gh_tm_pa_t* pas, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    for (uint32_t j = 0; j < pas[i].n; j++, v++) {
-      gh_vframe_t* f = &tm->vf[v];
-      f->pf = pas[i].pf, f->palias = pas[i].alias, f->pn = pas[i].n, f->poff = j, f->tier = pas[i].tier;
-    }
-}
-
-/* The allocations mapped at vframes [v, v + k) (whole ones), in order. */
-static size_t gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* out) {
-  size_t n = 0;
-  for (size_t end = v + k; v < end; v += tm->vf[v].pn) {
-    const gh_vframe_t* f = &tm->vf[v];
-    out[n++] = (gh_tm_pa_t){f->pf, f->pn, f->palias, f->tier, 0, 0};
-  }
-  return n;
-}
-
-/* Unmap vframes [v, v + n) (all mapped, whole allocations) and give back
- * their allocations. */
-static void gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n) {
-  for (size_t i = v, end = v + n; i < end;) {  /* the mapped stretches (homeless units are whole) */
-    size_t j = i;
-    while (j < end && !tm->vf[j].homeless) j++;
-    if (j > i) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, i), j - i));
-    while (j < end && tm->vf[j].homeless) j++;
-    i = j;
-  }
-  for (size_t i = v; i < v + n; i++) {
-    gh_vframe_t* f = &tm->vf[i];
-    gh_tm_count(tm, f, -1);
-    if (f->poff == 0) {
-      const gh_tm_pa_t pa = {f->pf, f->pn, f->palias, f->tier, 0, 0};
-      gh_tm_pa_drop(tm, &pa);
-    }
-    free(f->bits);
-    memset(f, 0, sizeof *f);
-    f->snext = f->sprev = SIZE_MAX;
-    if (i >= tm->tensor_vf0 && i < tm->free_hint) tm->free_hint = i;
-  }
-}
-
-/* First fit: n consecutive FREE vframes in the tensor region, or SIZE_MAX. */
-static size_t gh_tm_find_run(gh_tmgr_t* tm, size_t n) {
-  size_t i = tm->free_hint;
-  while (i < tm->n_va && tm->vf[i].role != GH_VF_FREE) i++;
-  tm->free_hint = i;
-  while (i + n <= tm->n_va) {
-    size_t j = 0;
-    while (j < n && tm->vf[i + j].role == GH_VF_FREE) j++;
-    if (j == n) return i;
-    i += j + 1;
-    while (i < tm->n_va && tm->vf[i].role != GH_VF_FREE) i++;
-  }
-  return SIZE_MAX;
-}
-
 /* ---------------------------------------------------------------- moving
  * A move takes units (whole chunks of runs, or slab vframes) from one tier
  * to the other, pipelined: the copies of units i .. i + DEPTH - 1 are queued
@@ -625,7 +195,7 @@ typedef struct gh_tm_step_s {
   uint64_t stamp;  /* with a restore stream: its copies' stamp on their lane */
   uint8_t* stage;  /* the device allocation's staging window, when it has no alias */
   uint8_t from_homeless, to_homeless;  /* the unit's home was / is left unmapped (gh_tm_homeless_ok) */
-  uint8_t held;  /* its copy is held back (gh_tm_held_flush) */
+  uint8_t held;  /* its copy is held back (_gh_tm_held_flush) */
   uint8_t clean; /* a clean unit's eviction: no copy of its own (gh_tm_clean_start) */
 } gh_tm_step_t;
 
@@ -687,7 +257,7 @@ static int gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t) {
     const gh_tm_unit_t u = _gh_tm_unit_of(tm, v);
     if (tm->vf[u.v0].homeless) {
       gh_tm_pa_t pas[GH_TM_CHUNK_MAX];
-      const size_t n = gh_tm_vf_pas(tm, u.v0, u.k, pas);
+      const size_t n = _gh_tm_vf_pas(tm, u.v0, u.k, pas);
       const int r = gh_tm_home_map(tm, &u, pas, n);
       if (r == GH_OK)
         for (size_t k = 0; k < u.k; k++) tm->vf[u.v0 + k].homeless = 0;
@@ -748,7 +318,7 @@ static int gh_tm_clean_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tm_step_t*
   uint8_t* home = gh_tm_va(tm, u->v0);
   st->stage = NULL, st->held = 0, st->clean = 1, st->from_homeless = 0;
   st->to_homeless = gh_tm_homeless_ok(tm, u);
-  st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
+  st->nold = _gh_tm_vf_pas(tm, u->v0, u->k, st->old);
   st->pa[0] = f->cpa, st->npa = 1;
   st->ev = f->cev, st->stamp = f->cstamp;
   int rc = GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, home, u->k));
@@ -775,10 +345,10 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   st->ev = 0, st->stage = NULL, st->held = 0, st->clean = 0;
   st->from_homeless = to == GH_TIER_DEVICE && tm->vf[u->v0].homeless;
   st->to_homeless = to == GH_TIER_HOST && !mover && gh_tm_homeless_ok(tm, u);
-  st->nold = gh_tm_vf_pas(tm, u->v0, u->k, st->old);
+  st->nold = _gh_tm_vf_pas(tm, u->v0, u->k, st->old);
   st->stamp = 0;
   const gh_stream_t cs = gh_tm_lane_to(tm, to)->s;
-  const int got = gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &cs);
+  const int got = _gh_tm_unit_get(tm, u->k, to == GH_TIER_DEVICE, st->pa, &st->npa, &cs);
   if (got != GH_OK) {
     gh_tm_move_failed(tm, got);
     return 0;
@@ -788,7 +358,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   gh_tm_pa_t* dev = to == GH_TIER_DEVICE ? &st->pa[0] : &st->old[0];
   if (dev->n != u->k) {
     gh_tm_move_failed(tm, _gh_error(GH_ERR_CORRUPT, "a device unit of %zu frames in an allocation of %u", u->k, dev->n));
-    gh_tm_pas_drop(tm, st->pa, st->npa);
+    _gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
   }
   const gh_tm_pa_t* host = to == GH_TIER_DEVICE ? st->old : st->pa;
@@ -798,7 +368,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
     _gh_tm_lane_wait(tm, gh_tm_lane_from(tm, to), tm->vf[u->v0].xstamp, &cs, GH_TM_W_ORDERED);
   uint8_t* dva = NULL;
   int rc = GH_OK;
-  if (gh_tm_dalias_get(tm, dev) == GH_OK) {
+  if (_gh_tm_dalias_get(tm, dev) == GH_OK) {
     dva = gh_tm_dalias_va(tm, dev->alias);
     if (to == GH_TIER_HOST)  /* the old backing's records keep its alias */
       for (size_t v = u->v0; v < u->v0 + u->k; v++) tm->vf[v].palias = dev->alias;
@@ -810,7 +380,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
   }
   /* One copy per run of host allocations whose aliases are contiguous; a
    * homeless unit evicted for a run being placed holds its copies back
-   * until the run is mapped (gh_tm_held_flush). */
+   * until the run is mapped (_gh_tm_held_flush). */
   st->held = rc == GH_OK && st->to_homeless && tm->holding && !st->stage && tm->n_held + nhost <= GH_TM_HELD_MAX;
   const size_t held0 = tm->n_held;
   size_t off = 0;
@@ -848,7 +418,7 @@ static int gh_tm_move_start(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t to, 
     GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));  /* no copy may still write into them */
     if (st->ev) GH_P(tm, tm->ops->event_destroy(tm->fr, st->ev));
     if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
-    gh_tm_pas_drop(tm, st->pa, st->npa);
+    _gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
   }
   return 1;
@@ -865,7 +435,7 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   ordered = ordered && st->ev && !st->stage && (to == GH_TIER_HOST || tm->pool_cnt + st->nold <= tm->pool_cap);
   int rc = GH_OK;
   if (st->held) {
-    /* its copy comes with gh_tm_held_flush, which gives the old backing
+    /* its copy comes with _gh_tm_held_flush, which gives the old backing
      * (to the spares now, with no event) the copy's event, and the unit
      * its stamp (GH_TM_STAMP_LATEST until then) */
     if (tm->split && tm->n_held_units < GH_TM_HELD_MAX)
@@ -885,18 +455,18 @@ static size_t gh_tm_move_finish(gh_tmgr_t* tm, const gh_tm_unit_t* u, gh_tier_t 
   if (st->stage) GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, st->stage, u->k));
   if (rc != GH_OK) {
     gh_tm_move_failed(tm, rc);
-    gh_tm_pas_drop(tm, st->pa, st->npa);
+    _gh_tm_pas_drop(tm, st->pa, st->npa);
     return 0;
   }
-  for (size_t v = u->v0; v < u->v0 + u->k; v++) gh_tm_count(tm, &tm->vf[v], -1);
+  for (size_t v = u->v0; v < u->v0 + u->k; v++) _gh_tm_count(tm, &tm->vf[v], -1);
   if (to == GH_TIER_DEVICE)  /* host memory that the copy may still read goes to the pool */
     for (size_t i = 0; i < st->nold; i++) st->old[i].stamp = st->stamp;
-  gh_tm_pas_drop(tm, st->old, st->nold);
-  gh_tm_vf_set(tm, u->v0, st->pa, st->npa);
+  _gh_tm_pas_drop(tm, st->old, st->nold);
+  _gh_tm_vf_set(tm, u->v0, st->pa, st->npa);
   _gh_tm_pa_commit(tm, st->pa, st->npa);
   for (size_t v = u->v0; v < u->v0 + u->k; v++) {
     gh_vframe_t* f = &tm->vf[v];
-    gh_tm_count(tm, f, +1);
+    _gh_tm_count(tm, f, +1);
     f->homeless = st->to_homeless;
     f->xstamp = st->stamp;
     if (to == GH_TIER_DEVICE) f->clock = gh_tm_credit(f->kind), f->born = tm->evict_gen;
@@ -1043,7 +613,7 @@ static int gh_tm_move_rc(const gh_tmgr_t* tm, const char* what) {
  * training step cleans about what its forward then evicts, and its first
  * step cleans nothing. Evictions take clean units before the other quiet
  * ones (gh_tm_cmp_cold); a host budget too full for a new host allocation
- * drops every clean copy first (gh_tm_host_get). Only with a restore
+ * drops every clean copy first (_gh_tm_host_get). Only with a restore
  * stream (its lanes order a unit's restore after the copy that wrote its
  * host memory) and without the mover. */
 
@@ -1068,7 +638,7 @@ static void gh_tm_clean_drop_unit(gh_tmgr_t* tm, size_t v0, size_t k) {
     GH_P(tm, tm->ops->event_destroy(tm->fr, f->cev));
   }
   gh_tm_clean_forget(tm, v0, k);
-  gh_tm_host_put(tm, &pa);
+  _gh_tm_host_put(tm, &pa);
   tm->clean_n[2] += k;
 }
 
@@ -1083,7 +653,7 @@ static void gh_tm_clean_drop(gh_tmgr_t* tm, const gh_tensor_t* t) {
 }
 
 /* Drop every clean copy (clean tensors are quiet, hence cold). */
-static void gh_tm_clean_drop_all(gh_tmgr_t* tm) {
+void _gh_tm_clean_drop_all(gh_tmgr_t* tm) {
   for (const gh_tensor_t* t = tm->cold_head; t && tm->clean_f; t = t->cnext) gh_tm_clean_drop(tm, t);
 }
 
@@ -1118,15 +688,15 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
       continue;
     }
     gh_tm_pa_t dev;
-    gh_tm_vf_pas(tm, u.v0, 1, &dev);  /* (the allocation at its first vframe) */
-    if (dev.n != u.k || gh_tm_dalias_get(tm, &dev) != GH_OK) {
+    _gh_tm_vf_pas(tm, u.v0, 1, &dev);  /* (the allocation at its first vframe) */
+    if (dev.n != u.k || _gh_tm_dalias_get(tm, &dev) != GH_OK) {
       tm->clean_n[3] += u.k;  /* (a unit of several allocations, or no device alias: no staging for these) */
       continue;
     }
     for (size_t w = u.v0; w < u.v0 + u.k; w++) tm->vf[w].palias = dev.alias;
     gh_tm_pa_t h;
     tm->cleaning = 1;
-    const int got = gh_tm_host_get(tm, u.k, &h, &cs);
+    const int got = _gh_tm_host_get(tm, u.k, &h, &cs);
     tm->cleaning = 0;
     if (got != GH_OK) {
       tm->clean_n[3] += u.k;
@@ -1149,7 +719,7 @@ static int gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
     if (rc == GH_OK) rc = GH_P(tm, tm->ops->event_record(tm->fr, cs, &e));
     if (rc != GH_OK) {  /* no copy may still write into it */
       GH_PW(tm, GH_TM_W_MOVE, tm->ops->stream_sync(tm->fr, cs));
-      gh_tm_host_put(tm, &h);
+      _gh_tm_host_put(tm, &h);
       break;
     }
     f->cpa = h, f->cev = e, f->cstamp = ++l->issued;
@@ -1371,7 +941,7 @@ static int gh_tm_room_wait(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
     }
     if (!b->done) break;
     gh_tm_reclaim(tm, 0);
-    if (take && gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1;
+    if (take && _gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1;
     if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
       _gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
   }
@@ -1383,7 +953,7 @@ static int gh_tm_room_wait(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
  * frames, then evict in one batch down to the low watermark. Returns how
  * many of the k fit now. With `take` (a run of k frames being placed, which
  * no cached run fitted): a run that the frees reclaimed here bring to the
- * cache and that fits it (gh_tm_cache_take) is taken before any cached run
+ * cache and that fits it (_gh_tm_cache_take) is taken before any cached run
  * is released or anything evicted (take->got; returns k): it is mapped
  * where it is, where the room would have unmapped it and mapped its memory
  * again at the new run (bench/NOTES.md, host side, row 63). */
@@ -1392,7 +962,7 @@ static size_t gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take) {
     gh_tm_flush(tm);
     gh_tm_reclaim(tm, 0);
   }
-  if (take && gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1, k;
+  if (take && _gh_tm_cache_take(tm, k, &take->v0, &take->n, &take->ch)) return take->got = 1, k;
   if (gh_tm_dev_busy(tm) + k > tm->dev_budget_f && tm->cached)
     _gh_tm_cache_release(tm, gh_tm_dev_busy(tm) + k - tm->dev_budget_f);
   /* Before evicting, wait for pending frees (oldest first) while their
@@ -1458,165 +1028,6 @@ static int gh_tm_restore_range(gh_tmgr_t* tm, size_t v0, size_t n) {
   return rc;
 }
 
-/* ---------------------------------------------------------------- slabs */
-static void gh_tm_slab_link(gh_tmgr_t* tm, size_t v, unsigned kind) {
-  gh_vframe_t* f = &tm->vf[v];
-  f->sprev = SIZE_MAX, f->snext = tm->slab_head[kind];
-  if (f->snext != SIZE_MAX) tm->vf[f->snext].sprev = v;
-  tm->slab_head[kind] = v;
-}
-static void gh_tm_slab_unlink(gh_tmgr_t* tm, size_t v) {
-  gh_vframe_t* f = &tm->vf[v];
-  if (f->sprev != SIZE_MAX) tm->vf[f->sprev].snext = f->snext; else tm->slab_head[f->kind] = f->snext;
-  if (f->snext != SIZE_MAX) tm->vf[f->snext].sprev = f->sprev;
-  f->snext = f->sprev = SIZE_MAX;
-}
-
-/* Bits [i, i + n) set (on) or cleared, a word at a time. */
-static void gh_tm_bits_set(uint64_t* b, size_t i, size_t n, int on) {
-  while (n) {
-    const size_t o = i & 63, k = 64 - o < n ? 64 - o : n;
-    const uint64_t m = (k == 64 ? UINT64_MAX : ((UINT64_C(1) << k) - 1)) << o;
-    if (on) b[i >> 6] |= m; else b[i >> 6] &= ~m;
-    i += k, n -= k;
-  }
-}
-
-/* First fit of g granules in a slab (the start of the first run of at least
- * g clear bits); SIZE_MAX when none. A word at a time: whole words clear or
- * set at once, the runs inside a mixed word by counting trailing bits. */
-static size_t gh_tm_slab_fit(const gh_tmgr_t* tm, const gh_vframe_t* f, size_t g) {
-  const size_t nw = tm->frame / GH_TM_ALIGN / 64;
-  if (f->free_granules < g) return SIZE_MAX;
-  size_t start = 0, run = 0;  /* the clear run ending at the current bit */
-  for (size_t w = 0; w < nw; w++) {
-    const uint64_t x = f->bits[w];
-    if (x == 0) {
-      if (run == 0) start = w * 64;
-      if ((run += 64) >= g) return start;
-      continue;
-    }
-    if (x == UINT64_MAX) {
-      run = 0;
-      continue;
-    }
-    for (unsigned b = 0; b < 64;) {
-      const uint64_t y = x >> b;
-      if (y & 1) {  /* set bits: the run ends */
-        const uint64_t ny = ~y;
-        b += ny ? (unsigned)__builtin_ctzll(ny) : 64 - b;
-        run = 0;
-      } else {
-        const unsigned z = y ? (unsigned)__builtin_ctzll(y) : 64 - b;
-        if (run == 0) start = w * 64 + b;
-        if ((run += z) >= g) return start;
-        b += z;
-      }
-    }
-  }
-  return SIZE_MAX;
-}
-
-/* A slab of `kind` in `tier` with room for g granules (first fit); its
- * granule in *at. SIZE_MAX when none. */
-static size_t gh_tm_slab_find(const gh_tmgr_t* tm, unsigned kind, gh_tier_t tier, size_t g, size_t* at) {
-  for (size_t s = tm->slab_head[kind]; s != SIZE_MAX; s = tm->vf[s].snext)
-    if (tm->vf[s].tier == tier && (*at = gh_tm_slab_fit(tm, &tm->vf[s], g)) != SIZE_MAX) return s;
-  return SIZE_MAX;
-}
-
-/* ---------------------------------------------------------------- the cache
- * Device memory of reclaimed tensors stays mapped where it was: a run's
- * device chunks become a cached run (role CACHE), a slab left with no
- * tensor stays in its kind's list (GH_TM_SLAB_KEEP per kind). Cached frames
- * count against the device budget; they go first when room is needed
- * (gh_tm_device_room), before any live frame is evicted, and all of them
- * at gh_tmgr_empty_cache and before a request is refused. */
-static int gh_tm_cache_add(gh_tmgr_t* tm, size_t v0, size_t n, size_t ch) {
-  if (tm->n_cache == tm->cap_cache) {
-    const size_t cap = tm->cap_cache ? 2 * tm->cap_cache : 64;
-    gh_tm_crun_t* p = realloc(tm->cache, cap * sizeof *p);
-    if (!p) return GH_ERR_NOMEM;
-    tm->cache = p, tm->cap_cache = cap;
-  }
-  tm->cache[tm->n_cache++] = (gh_tm_crun_t){v0, n, ch, tm->cache_seq++};
-  return GH_OK;
-}
-
-/* A cached prefix for a tensor of n frames: the entry whose shortest prefix
- * of whole allocations covering n frames wastes least (at most n / 4), and
- * among those the shortest entry, so that a run is split only when no
- * entry of the size is left (splitting a long run for a short tensor left
- * the long tensors of the next step no run to take: bench/NOTES.md, host
- * side, row 21); taken out of the cache (the rest stays). 0 when none. */
-static int gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch) {
-  size_t best = SIZE_MAX, best_p = 0, best_n = 0;
-  for (size_t i = 0; i < tm->n_cache; i++) {
-    const gh_tm_crun_t* e = &tm->cache[i];
-    if (e->n < n) continue;
-    const size_t up = (n + e->ch - 1) / e->ch * e->ch;
-    const size_t p = up < e->n ? up : e->n;
-    if (p - n > n / 4) continue;
-    if (best != SIZE_MAX && (p > best_p || (p == best_p && e->n >= best_n))) continue;
-    best = i, best_p = p, best_n = e->n;
-    if (p == n && e->n == n) break;
-  }
-  if (best == SIZE_MAX) return 0;
-  gh_tm_crun_t* e = &tm->cache[best];
-  *v0 = e->v0, *got = best_p, *ch = e->ch;
-  if (best_p < e->n)
-    e->v0 += best_p, e->n -= best_p;
-  else
-    *e = tm->cache[--tm->n_cache];
-  return 1;
-}
-
-/* The cached run to release first (n_cache > 0). By default the shortest,
- * the oldest among equals: a run released is mapped again, a call per
- * allocation, when its size is next asked for, so the runs of fewest
- * allocations are the cheapest to lose, and the long ones stay for the
- * long tensors of the next step (on the replay of the training run, a
- * sixth fewer device allocations mapped and unmapped than releasing the
- * oldest first: bench/NOTES.md, host side, row 41). A run that has seen
- * GH_TM_CACHE_STALE newer ones cached without being taken goes first
- * whatever its length: its size is no longer asked for. The former orders,
- * oldest or newest first, for comparisons: GPUHEAP_CACHE_RELEASE. */
-static size_t gh_tm_cache_victim(const gh_tmgr_t* tm) {
-  size_t old = 0, newest = 0, best = 0;
-  for (size_t j = 1; j < tm->n_cache; j++) {
-    const gh_tm_crun_t *e = &tm->cache[j], *b = &tm->cache[best];
-    if (e->seq < tm->cache[old].seq) old = j;
-    if (e->seq > tm->cache[newest].seq) newest = j;
-    if (e->n < b->n || (e->n == b->n && e->seq < b->seq)) best = j;
-  }
-  if (tm->cache_release == GH_TM_RELEASE_NEWEST) return newest;
-  if (tm->cache_release == GH_TM_RELEASE_OLDEST || tm->cache_seq - tm->cache[old].seq > GH_TM_CACHE_STALE) return old;
-  return best;
-}
-
-/* Unmap and release cached frames, at least `want` of them if there are
- * (SIZE_MAX: all): cached runs first (gh_tm_cache_victim), then empty
- * slabs. Returns the frames released. */
-size_t _gh_tm_cache_release(gh_tmgr_t* tm, size_t want) {
-  size_t freed = 0;
-  while (tm->n_cache && freed < want) {
-    const size_t i = gh_tm_cache_victim(tm);
-    const gh_tm_crun_t e = tm->cache[i];
-    tm->cache[i] = tm->cache[--tm->n_cache];
-    gh_tm_vframes_drop(tm, e.v0, e.n);
-    freed += e.n;
-  }
-  for (unsigned k = 0; k < GH_KIND_COUNT && freed < want; k++)
-    for (size_t s = tm->slab_head[k], nx; s != SIZE_MAX && tm->slab_empty[k] && freed < want; s = nx) {
-      nx = tm->vf[s].snext;
-      if (tm->vf[s].live) continue;
-      gh_tm_slab_unlink(tm, s);
-      gh_tm_vframes_drop(tm, s, 1);
-      tm->slab_empty[k]--, freed++;
-    }
-  return freed;
-}
-
 /* ---------------------------------------------------------------- tensors */
 static void gh_tm_tensor_frames(gh_tmgr_t* tm, gh_tensor_t* t, int live_d, int warm_d, int pins_d, int pend_d) {
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
@@ -1645,7 +1056,7 @@ static size_t gh_tm_spare_find(const gh_tmgr_t* tm, gh_pframe_t pf) {
  * taken back from the spares, a spare released. A copy that cannot be
  * queued loses the unit's data: recorded as the manager's sticky failure
  * (later calls fail with GH_ERR_CORRUPT, see _gh_tm_mover_failed). */
-static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
+void _gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
   const size_t n = tm->n_held;
   if (!n) return;
   tm->n_held = 0;
@@ -1687,9 +1098,9 @@ static void gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
 static void gh_tm_run_taken(gh_tmgr_t* tm, gh_tensor_t* t, const gh_tm_take_t* tk) {
   for (size_t v = tk->v0; v < tk->v0 + tk->n; v++) {
     gh_vframe_t* f = &tm->vf[v];
-    gh_tm_count(tm, f, -1);
+    _gh_tm_count(tm, f, -1);
     f->role = GH_VF_RUN, f->kind = t->kind, f->tensors = t;
-    gh_tm_count(tm, f, +1);
+    _gh_tm_count(tm, f, +1);
   }
   t->ptr = gh_tm_va(tm, tk->v0);
   t->vf0 = tk->v0, t->nvf = tk->n, t->chunk = tk->ch;
@@ -1708,17 +1119,17 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
     /* 1. A device slab of the kind with room (cached empty ones included);
      * 2. a new frame on the device (evicting for it); 3. a host slab with
      * room; 4. a new host frame. */
-    size_t v = gh_tm_slab_find(tm, kind, GH_TIER_DEVICE, g, &at);
+    size_t v = _gh_tm_slab_find(tm, kind, GH_TIER_DEVICE, g, &at);
     if (v == SIZE_MAX && fast) return GH_ERR_BUSY;
     if (v == SIZE_MAX) {
-      const size_t nv = gh_tm_find_run(tm, 1);
+      const size_t nv = _gh_tm_find_run(tm, 1);
       if (nv == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range is full");
       const size_t dev = gh_tm_device_room(tm, 1, NULL);
       gh_tm_pa_t pa = {0, 0, GH_TM_NO_ALIAS, GH_TIER_NONE, 0, 0};
-      int rc = dev ? gh_tm_dev_get(tm, 1, &pa, &t->streams[0]) : GH_ERR_BUDGET;
+      int rc = dev ? _gh_tm_dev_get(tm, 1, &pa, &t->streams[0]) : GH_ERR_BUDGET;
       if (rc != GH_OK) {
-        v = gh_tm_slab_find(tm, kind, GH_TIER_HOST, g, &at);
-        if (v == SIZE_MAX) rc = gh_tm_host_get(tm, 1, &pa, &t->streams[0]);
+        v = _gh_tm_slab_find(tm, kind, GH_TIER_HOST, g, &at);
+        if (v == SIZE_MAX) rc = _gh_tm_host_get(tm, 1, &pa, &t->streams[0]);
       }
       if (v == SIZE_MAX) {
         if (rc != GH_OK) return _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
@@ -1727,27 +1138,27 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
         rc = bits ? GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, nv), &pa.pf, 1)) : GH_ERR_NOMEM;
         if (rc != GH_OK) {
           free(bits);
-          gh_tm_pa_drop(tm, &pa);
+          _gh_tm_pa_drop(tm, &pa);
           return _gh_error(GH_ERR_NOMEM, "cannot map a frame for %zu bytes", t->bytes);
         }
-        gh_tm_vf_set(tm, nv, &pa, 1);
+        _gh_tm_vf_set(tm, nv, &pa, 1);
         _gh_tm_pa_commit(tm, &pa, 1);
         gh_vframe_t* f = &tm->vf[nv];
         f->role = GH_VF_SLAB, f->kind = (uint8_t)kind;
         f->bits = bits, f->free_granules = (uint32_t)(tm->frame / GH_TM_ALIGN);
-        gh_tm_count(tm, f, +1);
-        gh_tm_slab_link(tm, nv, kind);
+        _gh_tm_count(tm, f, +1);
+        _gh_tm_slab_link(tm, nv, kind);
         v = nv, at = 0, fresh = 1;
       }
     }
     gh_vframe_t* f = &tm->vf[v];
     if (f->tier == GH_TIER_HOST) tm->host_placed += t->bytes;
     if (f->live == 0) {  /* an empty slab (a new one, or one of the cache) leaves the cache */
-      gh_tm_count(tm, f, -1);
+      _gh_tm_count(tm, f, -1);
       if (!fresh) tm->slab_empty[kind]--;
       slab = v;
     }
-    gh_tm_bits_set(f->bits, at, g, 1);
+    _gh_tm_bits_set(f->bits, at, g, 1);
     f->free_granules -= (uint32_t)g;
     t->ptr = gh_tm_va(tm, v) + at * GH_TM_ALIGN;
     t->vf0 = v, t->nvf = 1, t->chunk = 1;
@@ -1757,12 +1168,12 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
   } else {
     const size_t n = (t->span + tm->frame - 1) / tm->frame;
     gh_tm_take_t tk = {0, 0, 0, 0};
-    if (gh_tm_cache_take(tm, n, &tk.v0, &tk.n, &tk.ch)) {  /* a cached run, mapped where it is */
+    if (_gh_tm_cache_take(tm, n, &tk.v0, &tk.n, &tk.ch)) {  /* a cached run, mapped where it is */
       gh_tm_run_taken(tm, t, &tk);
       goto placed;
     }
     if (fast) return GH_ERR_BUSY;
-    const size_t v = gh_tm_find_run(tm, n);
+    const size_t v = _gh_tm_find_run(tm, n);
     if (v == SIZE_MAX) return _gh_error(GH_ERR_BUDGET, "the virtual range has no run of %zu frames", n);
     /* Chunk by chunk from the run's start: one device allocation while the
      * budget has room for the whole chunk (the provider may still refuse),
@@ -1793,30 +1204,30 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       for (size_t c = 0; c < n && rc == GH_OK; c += ch) {
         const size_t k = n - c < ch ? n - c : ch;
         size_t got = 0;
-        rc = dev >= k ? gh_tm_unit_get(tm, k, 1, pas + npa, &got, &t->streams[0]) : GH_ERR_BUDGET;
+        rc = dev >= k ? _gh_tm_unit_get(tm, k, 1, pas + npa, &got, &t->streams[0]) : GH_ERR_BUDGET;
         if (rc == GH_OK) dev -= k;
-        else rc = gh_tm_unit_get(tm, k, 0, pas + npa, &got, &t->streams[0]);
+        else rc = _gh_tm_unit_get(tm, k, 0, pas + npa, &got, &t->streams[0]);
         npa += got;
       }
       if (rc == GH_OK) {
         t->chunk = ch;
         break;
       }
-      gh_tm_pas_drop(tm, pas, npa);
+      _gh_tm_pas_drop(tm, pas, npa);
       npa = 0;
       if (ch == 1) break;
     }
     for (size_t i = 0; i < npa; i++) pfs[i] = pas[i].pf;
     const int map_rc = rc == GH_OK ? GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, v), pfs, npa)) : GH_OK;
     tm->holding = 0;
-    gh_tm_held_flush(tm, &t->streams[0]);
+    _gh_tm_held_flush(tm, &t->streams[0]);
     if (rc != GH_OK || map_rc != GH_OK) {
-      gh_tm_pas_drop(tm, pas, npa);
+      _gh_tm_pas_drop(tm, pas, npa);
       free(pas), free(pfs);
       return map_rc != GH_OK ? _gh_error(GH_ERR_NOMEM, "cannot map %zu frames", n)
                              : _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
     }
-    gh_tm_vf_set(tm, v, pas, npa);
+    _gh_tm_vf_set(tm, v, pas, npa);
     _gh_tm_pa_commit(tm, pas, npa);
     for (size_t i = 0; i < npa; i++)
       if (pas[i].tier == GH_TIER_HOST) tm->host_placed += pas[i].n * tm->frame;
@@ -1824,7 +1235,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       gh_vframe_t* f = &tm->vf[v + i];
       f->role = GH_VF_RUN, f->kind = (uint8_t)kind;
       f->tensors = t;
-      gh_tm_count(tm, f, +1);
+      _gh_tm_count(tm, f, +1);
     }
     free(pas), free(pfs);
     t->ptr = gh_tm_va(tm, v);
@@ -1832,7 +1243,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
   }
 placed:
   gh_tm_tensor_frames(tm, t, +1, +1, 0, 0);
-  if (slab != SIZE_MAX) gh_tm_count(tm, &tm->vf[slab], +1);
+  if (slab != SIZE_MAX) _gh_tm_count(tm, &tm->vf[slab], +1);
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
     if (tm->vf[v].clock < gh_tm_credit(kind)) tm->vf[v].clock = gh_tm_credit(kind);
     if (tm->vf[v].tier == GH_TIER_DEVICE) tm->vf[v].born = tm->evict_gen;
@@ -1913,11 +1324,11 @@ static void gh_tm_chunk_learn(gh_tmgr_t* tm, size_t n) {
 static void gh_tm_reclaim_tensor(gh_tmgr_t* tm, gh_tensor_t* t) {
   gh_vframe_t* f = &tm->vf[t->vf0];
   if (f->role == GH_VF_SLAB) {
-    gh_tm_count(tm, f, -1);
+    _gh_tm_count(tm, f, -1);
     gh_tm_tensor_frames(tm, t, -1, 0, 0, -1);
-    gh_tm_count(tm, f, +1);
+    _gh_tm_count(tm, f, +1);
     const size_t at = (size_t)(t->ptr - gh_tm_va(tm, t->vf0)) / GH_TM_ALIGN, g = t->span / GH_TM_ALIGN;
-    gh_tm_bits_set(f->bits, at, g, 0);
+    _gh_tm_bits_set(f->bits, at, g, 0);
     f->free_granules += (uint32_t)g;
     if (t->fprev) t->fprev->fnext = t->fnext; else f->tensors = t->fnext;
     if (t->fnext) t->fnext->fprev = t->fprev;
@@ -1925,8 +1336,8 @@ static void gh_tm_reclaim_tensor(gh_tmgr_t* tm, gh_tensor_t* t) {
       if (f->tier == GH_TIER_DEVICE && tm->slab_empty[f->kind] < GH_TM_SLAB_KEEP) {
         tm->slab_empty[f->kind]++;  /* kept: counted as cached now */
       } else {
-        gh_tm_slab_unlink(tm, t->vf0);
-        gh_tm_vframes_drop(tm, t->vf0, 1);
+        _gh_tm_slab_unlink(tm, t->vf0);
+        _gh_tm_vframes_drop(tm, t->vf0, 1);
       }
     }
   } else {
@@ -1937,8 +1348,8 @@ static void gh_tm_reclaim_tensor(gh_tmgr_t* tm, gh_tensor_t* t) {
       const size_t k = v == end ? 0 : (end - v < t->chunk ? end - v : t->chunk);
       const int dev = v < end && tm->vf[v].tier == GH_TIER_DEVICE;
       if (!dev && run != SIZE_MAX) {
-        if (gh_tm_chunk_stale(tm, t) || gh_tm_cache_add(tm, run, v - run, t->chunk) != GH_OK)
-          gh_tm_vframes_drop(tm, run, v - run);
+        if (gh_tm_chunk_stale(tm, t) || _gh_tm_cache_add(tm, run, v - run, t->chunk) != GH_OK)
+          _gh_tm_vframes_drop(tm, run, v - run);
         run = SIZE_MAX;
       }
       if (v == end) break;
@@ -1946,12 +1357,12 @@ static void gh_tm_reclaim_tensor(gh_tmgr_t* tm, gh_tensor_t* t) {
         if (run == SIZE_MAX) run = v;
         for (size_t w = v; w < v + k; w++) {
           gh_vframe_t* c = &tm->vf[w];
-          gh_tm_count(tm, c, -1);
+          _gh_tm_count(tm, c, -1);
           c->role = GH_VF_CACHE, c->tensors = NULL, c->clock = 0;
-          gh_tm_count(tm, c, +1);
+          _gh_tm_count(tm, c, +1);
         }
       } else {
-        gh_tm_vframes_drop(tm, v, k);
+        _gh_tm_vframes_drop(tm, v, k);
       }
       v += k;
     }
@@ -2348,16 +1759,16 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     }
     size_t got = 0;
     for (rc = GH_OK; got < nf && rc == GH_OK; got++) {
-      rc = gh_tm_dev_get(tm, 1, &pas[got], NULL);
+      rc = _gh_tm_dev_get(tm, 1, &pas[got], NULL);
       pfs[got] = pas[got].pf;
       if (rc != GH_OK) break;
     }
     if (rc == GH_OK) rc = ops->map(tm->fr, tm->base, pfs, nf);
     if (rc != GH_OK) {
-      gh_tm_pas_drop(tm, pas, got);
+      _gh_tm_pas_drop(tm, pas, got);
     } else {
-      gh_tm_vf_set(tm, 0, pas, nf);
-      for (size_t i = 0; i < nf; i++) gh_tm_count(tm, &tm->vf[i], +1);
+      _gh_tm_vf_set(tm, 0, pas, nf);
+      for (size_t i = 0; i < nf; i++) _gh_tm_count(tm, &tm->vf[i], +1);
     }
     free(pas), free(pfs);
     if (rc != GH_OK) goto fail;
@@ -2366,7 +1777,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     if (rc != GH_OK) goto fail;
   }
   if (tm->pool_target) {
-    if (pthread_create(&tm->pool_thread, NULL, gh_tm_pool_main, tm) == 0) tm->pool_running = 1;
+    if (pthread_create(&tm->pool_thread, NULL, _gh_tm_pool_main, tm) == 0) tm->pool_running = 1;
   }
   /* The mover, where the provider can make a stream wait for a word (else,
    * or if it cannot start, ordered moves remap on the calling thread). */
@@ -2423,7 +1834,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     if (tm->heap) _gh_heap_destroy_managed(tm->heap);
     tm->heap = NULL;
     for (size_t v = 0; v < tm->heap_vf; v++)
-      if (tm->vf[v].tier != GH_TIER_NONE) gh_tm_vframes_drop(tm, v, 1);  /* single frames */
+      if (tm->vf[v].tier != GH_TIER_NONE) _gh_tm_vframes_drop(tm, v, 1);  /* single frames */
     tm->spares_off = 1;
     while (tm->n_spare) _gh_tm_spare_release(tm, tm->n_spare - 1);
     tm->pool_target = 0;
@@ -3073,7 +2484,7 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
     size_t got = 0;
     for (; got < k; got++) {
       /* The device heap's frames serve every stream: the host waits for copies. */
-      if ((got < dev ? gh_tm_dev_get(tm, 1, &pas[got], NULL) : gh_tm_host_get(tm, 1, &pas[got], NULL)) != GH_OK)
+      if ((got < dev ? _gh_tm_dev_get(tm, 1, &pas[got], NULL) : _gh_tm_host_get(tm, 1, &pas[got], NULL)) != GH_OK)
         break;
       pfs[got] = pas[got].pf;
     }
@@ -3081,19 +2492,19 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
     const size_t v0 = tm->heap_online_f;
     rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, v0), pfs, got));
     if (rc != GH_OK) {
-      gh_tm_pas_drop(tm, pas, got);
+      _gh_tm_pas_drop(tm, pas, got);
       return rc;
     }
-    gh_tm_vf_set(tm, v0, pas, got);
-    for (size_t i = 0; i < got; i++) gh_tm_count(tm, &tm->vf[v0 + i], +1);
+    _gh_tm_vf_set(tm, v0, pas, got);
+    for (size_t i = 0; i < got; i++) _gh_tm_count(tm, &tm->vf[v0 + i], +1);
     rc = _gh_heap_online(tm->heap, (v0 + got) * tm->frame);
     if (rc != GH_OK) {  /* not published: take the frames back */
       GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, v0), got));
       for (size_t i = 0; i < got; i++) {
-        gh_tm_count(tm, &tm->vf[v0 + i], -1);
+        _gh_tm_count(tm, &tm->vf[v0 + i], -1);
         tm->vf[v0 + i].tier = GH_TIER_NONE;
       }
-      gh_tm_pas_drop(tm, pas, got);
+      _gh_tm_pas_drop(tm, pas, got);
       return rc;
     }
     tm->heap_online_f = v0 + got;
@@ -3110,7 +2521,7 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
   const size_t nf = now / tm->frame;
   if (nf < tm->heap_online_f) {
     for (size_t v = nf; v < tm->heap_online_f; v++) {
-      gh_tm_vframes_drop(tm, v, 1);  /* a single frame */
+      _gh_tm_vframes_drop(tm, v, 1);  /* a single frame */
       tm->vf[v].role = GH_VF_HEAP;
     }
     tm->heap_shrinks += tm->heap_online_f - nf;

@@ -6,6 +6,8 @@
  *                  hold yet
  *   tensor_sync.c  streams and stream sets, ordered moves, the restore
  *                  stream's lanes, the mover, the sticky failure
+ *   tensor_mem.c   the host pool, frame counts, device aliases and spares,
+ *                  units' backing, vframe records, slabs, the cache
  *   tensor_test.c  hooks for tests and diagnostics, _gh_tmgr_check
  * What the tests and adapters see: tensor_internal.h. */
 
@@ -126,7 +128,7 @@
 /* Single host frames the pool keeps (of host_pool_frames) for slabs, tails
  * and the heap; the rest of its target is kept in whole chunks. */
 #define GH_TM_POOL_ONES ((size_t)16)
-/* Copies held back while a tensor's run is placed (gh_tm_held_flush). */
+/* Copies held back while a tensor's run is placed (_gh_tm_held_flush). */
 #define GH_TM_HELD_MAX ((size_t)64)
 /* Most frames one heap growth maps. */
 #define GH_TM_HEAP_STEP ((size_t)64)
@@ -154,7 +156,7 @@ enum { GH_TM_RELEASE_SHORTEST = 0, GH_TM_RELEASE_OLDEST, GH_TM_RELEASE_NEWEST };
 #define GH_TM_CACHE_STALE 256u
 
 /* Roles of a vframe. CACHE: mapped device memory of a reclaimed run, kept
- * for reuse (see the cache below). */
+ * for reuse (see "the cache", tensor_mem.c). */
 enum { GH_VF_FREE = 0, GH_VF_SLAB, GH_VF_RUN, GH_VF_HEAP, GH_VF_STAGE, GH_VF_CACHE };
 enum { GH_T_LIVE = 0, GH_T_PENDING = 1 };
 /* A free leaves its frames' counts to the manager's next call (_gh_tm_lock),
@@ -163,7 +165,7 @@ enum { GH_TM_UNSETTLED = 1, GH_TM_UNSETTLED_WARM = 2, GH_TM_UNSETTLED_PINNED = 4
 
 typedef struct gh_tensor_s gh_tensor_t;
 
-/* A copy held back (gh_tm_held_flush): a homeless unit's eviction, device
+/* A copy held back (_gh_tm_held_flush): a homeless unit's eviction, device
  * allocation pf read at src (its alias) into dst (host memory's alias). */
 typedef struct gh_tm_held_s {
   gh_pframe_t pf;
@@ -391,7 +393,7 @@ struct gh_tmgr_s {
   uint64_t hwait_n[GH_TM_WAITS], hwait_ns[GH_TM_WAITS]; /* the host's waits by rule, always counted, timed with the
                                                          switch (_gh_tmgr_wait_times; under mu) */
   int holding;                       /* a run is being placed: its homeless evictions hold their copies */
-  gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by gh_tm_held_flush */
+  gh_tm_held_t held[GH_TM_HELD_MAX]; /* ... these, queued by _gh_tm_held_flush */
   size_t held_v0[GH_TM_HELD_MAX], held_k[GH_TM_HELD_MAX], n_held_units; /* with a restore stream: their units
                                         (first vframe, frames), stamped when the copies are queued */
   size_t n_held;
@@ -403,7 +405,7 @@ struct gh_tmgr_s {
   gh_tensor_t* clean_q[GH_TM_CLEAN_Q]; /* mode 3: quiet tensors waiting for their advice's events, oldest first */
   size_t clean_qn;
   int clean_polling;                 /* gh_tm_clean_poll is cleaning one of them */
-  int cleaning;                      /* a clean is taking host memory: gh_tm_host_get drops no clean copy */
+  int cleaning;                      /* a clean is taking host memory: _gh_tm_host_get drops no clean copy */
   size_t clean_f;                    /* host frames holding clean copies (in host_used) */
   size_t clean_target_f;             /* frames on the host at the previous cycle's peak: what cleaning may cover */
   size_t clean_peak_f;               /* ... and this cycle's so far */
@@ -591,11 +593,9 @@ extern _Thread_local int _gh_tm_in_move; /* this thread is moving frames (vmm_mo
   })
 
 /* "tensor.c" */
-void _gh_tm_pool_release_last(gh_tmgr_t* tm);
-void _gh_tm_pool_quiesce(gh_tmgr_t* tm);
-void _gh_tm_spare_release(gh_tmgr_t* tm, size_t i);
 gh_tm_unit_t _gh_tm_unit_of(const gh_tmgr_t* tm, size_t v);
-size_t _gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
+void _gh_tm_clean_drop_all(gh_tmgr_t* tm);
+void _gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 void _gh_tm_chunk_set(gh_tmgr_t* tm, size_t c);
 void _gh_tm_lock(gh_tmgr_t* tm);
 
@@ -627,5 +627,30 @@ int _gh_tm_mover_reserve(gh_tmgr_t* tm, size_t n);
 void _gh_tm_mover_push(gh_tmgr_t* tm, uint8_t* home, size_t k, const gh_tm_pa_t* pas, size_t n, uint64_t seq);
 uint64_t _gh_tm_mover_seal(gh_tmgr_t* tm);
 int _gh_tm_mover_failed(gh_tmgr_t* tm);
+
+/* "tensor_mem.c" */
+void _gh_tm_pool_release_last(gh_tmgr_t* tm);
+int _gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user);
+void _gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa);
+void* _gh_tm_pool_main(void* arg);
+void _gh_tm_pool_quiesce(gh_tmgr_t* tm);
+void _gh_tm_count(gh_tmgr_t* tm, const gh_vframe_t* f, int delta);
+int _gh_tm_dalias_get(gh_tmgr_t* tm, gh_tm_pa_t* pa);
+void _gh_tm_spare_release(gh_tmgr_t* tm, size_t i);
+void _gh_tm_pa_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pa);
+void _gh_tm_pas_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pas, size_t n);
+int _gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user);
+int _gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas, const gh_stream_t* user);
+void _gh_tm_vf_set(gh_tmgr_t* tm, size_t v, const gh_tm_pa_t* pas, size_t n);
+size_t _gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* out);
+void _gh_tm_vframes_drop(gh_tmgr_t* tm, size_t v, size_t n);
+size_t _gh_tm_find_run(gh_tmgr_t* tm, size_t n);
+void _gh_tm_slab_link(gh_tmgr_t* tm, size_t v, unsigned kind);
+void _gh_tm_slab_unlink(gh_tmgr_t* tm, size_t v);
+void _gh_tm_bits_set(uint64_t* b, size_t i, size_t n, int on);
+size_t _gh_tm_slab_find(const gh_tmgr_t* tm, unsigned kind, gh_tier_t tier, size_t g, size_t* at);
+int _gh_tm_cache_add(gh_tmgr_t* tm, size_t v0, size_t n, size_t ch);
+int _gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
+size_t _gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
 
 #endif /* GPUHEAP_HOST_TENSOR_IMPL_H */

@@ -192,7 +192,7 @@ void _gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const gh_stre
  *   - a stream new to a tensor, a host-placed tensor and the pool's
  *     releases wait for both lanes' latest copies (gh_tm_latest_wait),
  *     where they waited for ordered_ev, which stays unused.
- * Held copies (gh_tm_held_flush) are evictions'. With the mover on
+ * Held copies (_gh_tm_held_flush) are evictions'. With the mover on
  * (GPUHEAP_MOVER=1) the restore stream stays off. */
 
 static gh_fevent_t gh_tm_lane_newest(const gh_tm_lane_t* l) {
