@@ -2,12 +2,15 @@
  * design, constants and types, the provider-call macros, small helpers,
  * and the functions its files share, under the file that defines them.
  * The files:
- *   tensor.c       the public calls, and all that the files below do not
- *                  hold yet
+ *   tensor.c       the public calls, and the allocation path behind them:
+ *                  placement, same-stream reuse, frees, flush and reclaim,
+ *                  the chunk that follows the tensors, the trace
  *   tensor_sync.c  streams and stream sets, ordered moves, the restore
  *                  stream's lanes, the mover, the sticky failure
  *   tensor_mem.c   the host pool, frame counts, device aliases and spares,
  *                  units' backing, vframe records, slabs, the cache
+ *   tensor_move.c  moves, homeless units and held copies, cleaning, victims
+ *                  (cold list, CLOCK), device room, restores
  *   tensor_test.c  hooks for tests and diagnostics, _gh_tmgr_check
  * What the tests and adapters see: tensor_internal.h. */
 
@@ -261,7 +264,7 @@ typedef struct gh_vframe_s {
   uint8_t clock;        /* CLOCK credits */
   uint8_t mark;         /* chosen as a victim in this batch */
   uint8_t homeless;     /* on the host with its home unmapped (a quiet run's unit: gh_tm_homeless_ok) */
-  uint8_t clean;        /* on the device with a copy of its unit's bytes in host memory (see "cleaning") */
+  uint8_t clean;        /* on the device with a copy of its unit's bytes in host memory (see "cleaning", tensor_move.c) */
   uint32_t born;        /* the eviction batch (tm->evict_gen) in which it last got device memory */
   uint64_t xstamp;      /* with a restore stream: the stamp of the last move's copies on its lane (a restore's
                            on the restore stream when on the device, an eviction's on copy_stream when on the
@@ -304,7 +307,7 @@ enum {
   GH_TM_W_ORDERED,  /* the latest ordered batch, for a stream that could not wait on the GPU */
   GH_TM_W_USERS,    /* a move's or a held copy's users that could not wait on the GPU */
   GH_TM_W_MOVE,     /* a move's own copies (moves not ordered) */
-  GH_TM_W_FREES,    /* room waiting for pending frees (gh_tm_device_room) */
+  GH_TM_W_FREES,    /* room waiting for pending frees (_gh_tm_device_room) */
   GH_TM_W_RECLAIM,  /* every pending free (a reclaim that syncs) */
   GH_TM_W_OTHER,
   GH_TM_WAITS
@@ -370,7 +373,7 @@ struct gh_tmgr_s {
   uint64_t cache_seq;                /* runs cached so far */
   int cache_release;                 /* GH_TM_RELEASE_*: which cached run goes first (gh_tm_cache_victim) */
   int same_stream_reuse;             /* gh_tm_reuse (GPUHEAP_SAME_STREAM_REUSE=0: off) */
-  int take_freed_off;                /* GPUHEAP_TAKE_FREED=0: gh_tm_device_room releases what frees bring */
+  int take_freed_off;                /* GPUHEAP_TAKE_FREED=0: _gh_tm_device_room releases what frees bring */
   int quiet_first_off;               /* GPUHEAP_QUIET_FIRST=0: cold victims in mark order alone (gh_tm_evict) */
   uint64_t freed_taken;              /* runs placed on a run their room's frees brought (_gh_tmgr_freed_taken) */
   /* Spare device allocations: created, mapped nowhere, kept for the next
@@ -399,12 +402,12 @@ struct gh_tmgr_s {
   size_t n_held;
   uint64_t held_copies;              /* units whose copy was held (_gh_tmgr_held_copies) */
   uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
-  /* Cleaning (see "cleaning"): GPUHEAP_CLEAN=1 (the copy engine) or
+  /* Cleaning (see "cleaning", tensor_move.c): GPUHEAP_CLEAN=1 (the copy engine) or
    * =kernel; off by default. */
   int clean_mode;                    /* 0 off, 1 engine, 2 kernel, 3 engine once the advice's events are complete */
   gh_tensor_t* clean_q[GH_TM_CLEAN_Q]; /* mode 3: quiet tensors waiting for their advice's events, oldest first */
   size_t clean_qn;
-  int clean_polling;                 /* gh_tm_clean_poll is cleaning one of them */
+  int clean_polling;                 /* _gh_tm_clean_poll is cleaning one of them */
   int cleaning;                      /* a clean is taking host memory: _gh_tm_host_get drops no clean copy */
   size_t clean_f;                    /* host frames holding clean copies (in host_used) */
   size_t clean_target_f;             /* frames on the host at the previous cycle's peak: what cleaning may cover */
@@ -492,7 +495,7 @@ typedef struct gh_tm_unit_s {
   size_t v0, k;
 } gh_tm_unit_t;
 
-/* A cached run taken by gh_tm_device_room for a run being placed. */
+/* A cached run taken by _gh_tm_device_room for a run being placed. */
 typedef struct gh_tm_take_s {
   int got;
   size_t v0, n, ch;
@@ -593,11 +596,10 @@ extern _Thread_local int _gh_tm_in_move; /* this thread is moving frames (vmm_mo
   })
 
 /* "tensor.c" */
-gh_tm_unit_t _gh_tm_unit_of(const gh_tmgr_t* tm, size_t v);
-void _gh_tm_clean_drop_all(gh_tmgr_t* tm);
-void _gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 void _gh_tm_chunk_set(gh_tmgr_t* tm, size_t c);
 void _gh_tm_lock(gh_tmgr_t* tm);
+void _gh_tm_flush(gh_tmgr_t* tm);
+void _gh_tm_reclaim(gh_tmgr_t* tm, int sync);
 
 /* "tensor_sync.c" */
 size_t _gh_tm_sidx(const gh_tmgr_t* tm, gh_stream_t s);
@@ -652,5 +654,21 @@ size_t _gh_tm_slab_find(const gh_tmgr_t* tm, unsigned kind, gh_tier_t tier, size
 int _gh_tm_cache_add(gh_tmgr_t* tm, size_t v0, size_t n, size_t ch);
 int _gh_tm_cache_take(gh_tmgr_t* tm, size_t n, size_t* v0, size_t* got, size_t* ch);
 size_t _gh_tm_cache_release(gh_tmgr_t* tm, size_t want);
+
+/* "tensor_move.c" */
+gh_tm_unit_t _gh_tm_unit_of(const gh_tmgr_t* tm, size_t v);
+int _gh_tm_home_back(gh_tmgr_t* tm, gh_tensor_t* t);
+size_t _gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to);
+int _gh_tm_move_rc(const gh_tmgr_t* tm, const char* what);
+void _gh_tm_clean_unqueue(gh_tmgr_t* tm, gh_tensor_t* t);
+void _gh_tm_clean_drop(gh_tmgr_t* tm, const gh_tensor_t* t);
+void _gh_tm_clean_drop_all(gh_tmgr_t* tm);
+int _gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t);
+void _gh_tm_clean_poll(gh_tmgr_t* tm);
+size_t _gh_tm_device_room(gh_tmgr_t* tm, size_t k, gh_tm_take_t* take);
+int _gh_tm_restore_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t nu, size_t m);
+size_t _gh_tm_host_units(const gh_tmgr_t* tm, size_t v0, size_t n, gh_tm_unit_t* u, size_t* m);
+int _gh_tm_restore_range(gh_tmgr_t* tm, size_t v0, size_t n);
+void _gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user);
 
 #endif /* GPUHEAP_HOST_TENSOR_IMPL_H */

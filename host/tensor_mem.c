@@ -505,7 +505,7 @@ size_t _gh_tm_slab_find(const gh_tmgr_t* tm, unsigned kind, gh_tier_t tier, size
  * device chunks become a cached run (role CACHE), a slab left with no
  * tensor stays in its kind's list (GH_TM_SLAB_KEEP per kind). Cached frames
  * count against the device budget; they go first when room is needed
- * (gh_tm_device_room), before any live frame is evicted, and all of them
+ * (_gh_tm_device_room), before any live frame is evicted, and all of them
  * at gh_tmgr_empty_cache and before a request is refused. */
 int _gh_tm_cache_add(gh_tmgr_t* tm, size_t v0, size_t n, size_t ch) {
   if (tm->n_cache == tm->cap_cache) {
