@@ -1,7 +1,7 @@
 /* bench_evict: how fast the tensor manager moves a tensor between HBM and
  * pinned host memory at the same address -- the operation the product does.
  *
- * A tensor manager on the CUDA VMM provider (host/tensor.c over host/vmm.c)
+ * A tensor manager on the CUDA VMM provider (host/tensor*.c over host/vmm.c)
  * with a device budget large enough for every batch; for each batch size
  * (2 MiB .. 1 GiB) one tensor of that size, and per repetition:
  *   evict    gh_tensor_evict, timed until it returns: the data is on the

@@ -11,7 +11,7 @@
  * copies at 51.6 GB/s against the engine's 55.0 (bench_evict
  * --probe-engine; bench/NOTES.md, host side, row 51). So the manager's
  * evictions, which run beside the maps of the tensors they make room for,
- * may copy this way (GPUHEAP_COPY_KERNEL, host/tensor.c). Not by default
+ * may copy this way (GPUHEAP_COPY_KERNEL, host/tensor_move.c). Not by default
  * since row 104: beside a model's own kernels its blocks slow, and where
  * the GPU bounds a training step the engine's copies shorten it.
  *

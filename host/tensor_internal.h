@@ -1,5 +1,6 @@
-/* gpuheap: what the tensor manager ("tensor.c") shows its tests and the
- * framework adapters ("adapters.c"); not part of the public API. */
+/* gpuheap: what the tensor manager ("tensor.c" and its companions; their
+ * own shared internals: "tensor_impl.h") shows its tests and the framework
+ * adapters ("adapters.c"); not part of the public API. */
 #ifndef GPUHEAP_HOST_TENSOR_INTERNAL_H
 #define GPUHEAP_HOST_TENSOR_INTERNAL_H
 
@@ -20,7 +21,7 @@ extern "C" {
 /* Alignment and rounding of every tensor. */
 #define GH_TM_ALIGN ((size_t)256)
 /* Frames of a chunk: the part of a large tensor backed by one device
- * allocation (or one pooled host slab) and moved as one; see tensor.c. Per
+ * allocation (or one pooled host slab) and moved as one; see tensor_impl.h. Per
  * 2 MiB, remapping one allocation of 64 MiB costs 1.1 us (device) / 22 us
  * (host, mostly per byte) against 35.6 / 76 us for 2 MiB allocations, and a
  * move remaps a chunk's home while its copy runs (device aliases): larger
@@ -93,7 +94,7 @@ int _gh_tmgr_sim_allocs(gh_tmgr_t* tm, gh_tier_t tier, uint64_t* mapped, uint64_
  * records that succeeded so far, to count those a call makes. */
 int _gh_tmgr_sim_fail_event(gh_tmgr_t* tm, uint32_t nth, uint64_t* recorded);
 /* Tests and replay_trace: homeless units evicted for a tensor's run whose
- * copies waited for the run's map (tensor.c, gh_tm_held_flush). */
+ * copies waited for the run's map (tensor_move.c, _gh_tm_held_flush). */
 int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units);
 /* Diagnostics: with GPUHEAP_CALL_TIMES=1 in the environment at creation,
  * the public calls made so far and their host time in ns, from entry (the
@@ -102,7 +103,7 @@ int _gh_tmgr_held_copies(gh_tmgr_t* tm, uint64_t* units);
  * unpin, set_kind and tier; zeros without it. */
 int _gh_tmgr_call_times(gh_tmgr_t* tm, uint64_t n[8], uint64_t ns[8]);
 /* Diagnostics: runs placed on a cached run that the frees reclaimed while
- * making their room brought (tensor.c, gh_tm_device_room's `take`). */
+ * making their room brought (tensor_move.c, _gh_tm_device_room's `take`). */
 int _gh_tmgr_freed_taken(gh_tmgr_t* tm, uint64_t* runs);
 /* Diagnostics, the same switch: the provider's calls other than the
  * physical-memory ones (stats vmm_calls / vmm_ns) and their host time in
@@ -122,7 +123,7 @@ int _gh_tmgr_op_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
  * room waiting for pending frees, 7 a reclaim of every pending free, 8
  * others; the times zeros without the switch. */
 int _gh_tmgr_wait_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
-/* Cleaning (GPUHEAP_CLEAN; tensor.c, "cleaning"): n[0] frames cleaned
+/* Cleaning (GPUHEAP_CLEAN; tensor_move.c, "cleaning"): n[0] frames cleaned
  * (copied to the host at a quiet advice, left on the device), n[1] of
  * them evicted clean (no copy at the eviction), n[2] clean copies dropped
  * (the promise ended first, or the host budget needed them), n[3] frames

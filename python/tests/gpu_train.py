@@ -164,7 +164,7 @@ CLEAN_KINDS = ("cleaned", "evicted_clean", "dropped", "left_unclean")
 
 
 def clean_counts(m):
-    """With GPUHEAP_CLEAN set (host/tensor.c, "cleaning"): the frames
+    """With GPUHEAP_CLEAN set (host/tensor_move.c, "cleaning"): the frames
     cleaned so far, evicted clean, whose clean copy was dropped, and left
     unclean (_gh_tmgr_clean_counts); {} otherwise."""
     if m is None or not os.environ.get("GPUHEAP_CLEAN"):
