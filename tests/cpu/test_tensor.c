@@ -183,6 +183,20 @@ static gh_tmgr_t* make_tm_low(size_t dev_mib, size_t host_mib, uint32_t pool, ui
 static gh_tmgr_t* make_tm(size_t dev_mib, size_t host_mib, uint32_t pool, uint32_t lag) {
   return make_tm_low(dev_mib, host_mib, pool, lag, 0);
 }
+/* make_tm with GPUHEAP_CLEAN=mode, the variable then put back as it was
+ * (test_tensor_clean runs the whole suite with it set). */
+static gh_tmgr_t* make_clean_tm(const char* mode, size_t dev_mib, size_t host_mib, uint32_t pool, uint32_t lag) {
+  const char* was = getenv("GPUHEAP_CLEAN");
+  char* saved = was ? strdup(was) : NULL;
+  setenv("GPUHEAP_CLEAN", mode, 1);
+  gh_tmgr_t* tm = make_tm(dev_mib, host_mib, pool, lag);
+  if (saved)
+    setenv("GPUHEAP_CLEAN", saved, 1);
+  else
+    unsetenv("GPUHEAP_CLEAN");
+  free(saved);
+  return tm;
+}
 
 static void ref_use(gh_tmgr_t* tm, ref_t* r);
 
@@ -1747,9 +1761,7 @@ static void homeless_one(int on) {
  * every call. A host budget too small for the next eviction drops the
  * clean copies first. */
 static void cleaning_one(const char* mode) {
-  setenv("GPUHEAP_CLEAN", mode, 1);
-  gh_tmgr_t* tm = make_tm(32, 128, 8, 1); /* 16 device frames, 64 host ones */
-  unsetenv("GPUHEAP_CLEAN");
+  gh_tmgr_t* tm = make_clean_tm(mode, 32, 128, 8, 1); /* 16 device frames, 64 host ones */
   if (!tm) return;
   CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
   CHECK(_gh_tmgr_sim_eager(tm, 4242, NULL) == GH_OK);
@@ -1821,9 +1833,7 @@ static void cleaning_one(const char* mode) {
   /* A host budget too full for an eviction: the clean copies go first.
    * 16 device frames, 12 host ones, no pool: four quiet tensors of 3
    * frames cleaned (12 host frames), then a fifth evicted. */
-  setenv("GPUHEAP_CLEAN", mode, 1);
-  tm = make_tm(32, 24, 0, 1);
-  unsetenv("GPUHEAP_CLEAN");
+  tm = make_clean_tm(mode, 32, 24, 0, 1);
   if (!tm) return;
   CHECK(_gh_tmgr_set_clean_target(tm, 1000) == GH_OK);
   m = (model_t){0};
@@ -1859,9 +1869,7 @@ static void cleaning_one(const char* mode) {
  * removing one does not fail this case.) Repeated, with deferred copies
  * run only when waited for, then also early at random. */
 static void clean_after_restore(void) {
-  setenv("GPUHEAP_CLEAN", "1", 1);
-  gh_tmgr_t* tm = make_tm(32, 128, 8, 1);
-  unsetenv("GPUHEAP_CLEAN");
+  gh_tmgr_t* tm = make_clean_tm("1", 32, 128, 8, 1);
   if (!tm) return;
   CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
   CHECK(_gh_tmgr_set_clean_target(tm, 1000) == GH_OK);
@@ -1897,9 +1905,7 @@ static void clean_after_restore(void) {
  * on the device unclean with every byte, the accounts whole; the next
  * quiet advice cleans it. */
 static void clean_fails(void) {
-  setenv("GPUHEAP_CLEAN", "1", 1);
-  gh_tmgr_t* tm = make_tm(32, 128, 8, 1);
-  unsetenv("GPUHEAP_CLEAN");
+  gh_tmgr_t* tm = make_clean_tm("1", 32, 128, 8, 1);
   if (!tm) return;
   CHECK(_gh_tmgr_set_clean_target(tm, 1000) == GH_OK);
   model_t m = {0};
