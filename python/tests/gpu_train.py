@@ -89,6 +89,8 @@ def parser():
     ap.add_argument("--offload-state", action="store_true", help="(b), (c): mark_model(offload_state=True): the "
                     "optimizer's state evicted ahead (or advised quiet) after each step() and brought back before the "
                     "next (with --model-prefetch step, the parameters and gradients too)")
+    ap.add_argument("--pin-state", action="store_true", help="(b), (c): pin the optimizer's state (gpuheap.torch.pin) "
+                    "after the first step(), so that it stays on the device (bench/NOTES.md, host side, row 125)")
     ap.add_argument("--quiet", action="store_true", help="(c): offload(quiet=True)")
     ap.add_argument("--quiet-auto", action="store_true", help="(c): offload(quiet='auto'), the default: saved "
                     "tensors only autograd reaches are advised quiet (evicted homeless)")
@@ -476,6 +478,11 @@ def child(a):
                 floor.backward_end()
             edge(2)
             opt.step()
+            if a.pin_state and m is not None and step == 0:
+                for st in opt.state.values():
+                    for t in st.values():
+                        if getattr(t, "is_cuda", False):
+                            ght.pin(t)
             v = edge(3, loss.item)
             if evs and step >= a.warmup:
                 for i, k in enumerate(PHASES):
@@ -778,6 +785,8 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--model-prefetch", a.model_prefetch]
     if a.offload_state:
         args += ["--offload-state"]
+    if a.pin_state:
+        args += ["--pin-state"]
     if a.no_unpack_weights:
         args += ["--no-unpack-weights"]
     if a.no_offload:
