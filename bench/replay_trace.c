@@ -291,6 +291,10 @@ int main(int argc, char** argv) {
         if (sscanf(line + 1, "%llx %llu %d", &p, &a1, &want) != 3) goto bad;
         got = (line[0] == 'p' ? gh_tensor_prefetch : gh_tensor_prefetch_ahead)(tm, ptr_of(p), stream_of(a1));
         break;
+      case 'r':
+        if (sscanf(line + 1, "%llx %llu %llu %d", &p, &a1, &a2, &want) != 4) goto bad;
+        got = gh_tensor_prefetch_room(tm, ptr_of(p), stream_of(a1), (size_t)a2);
+        break;
       case 'n': {
         int off = 0;
         if (sscanf(line + 1, "%llu %d %llu%n", &a1, &want, &a2, &off) != 3) goto bad;

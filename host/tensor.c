@@ -24,6 +24,7 @@
  *   c <ptr> <advice> <rc>                    advise
  *   p <ptr> <stream> <rc>                    prefetch
  *   h <ptr> <stream> <rc>                    prefetch_ahead
+ *   r <ptr> <stream> <reserve> <rc>          prefetch_room (reserve in bytes, whole frames)
  *   n <stream> <rc> <count> <ptr>...         prefetch_many
  *   e <ptr> <rc>                             evict
  *   o <ptr> <rc>                             evict_ahead
@@ -1117,15 +1118,39 @@ static int gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t) {
  * (gh_tensor_prefetch, prefetch_many, pin, free) makes its streams wait for
  * it (_gh_tm_ahead_join). Tensors sharing its frames (a slab's) wait as
  * with a prefetch. */
-static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahead) {
-  const char* what = ahead ? "gh_tensor_prefetch_ahead" : "gh_tensor_prefetch";
+/* gh_tensor_prefetch_room's test: whether the device budget has room for
+ * t's frames on the host and `reserve` more frames without evicting or
+ * waiting: completed frees are reclaimed first (queries only), and cached
+ * frames count as room (releasing them unmaps, copies nothing). */
+static int gh_tm_room_for(gh_tmgr_t* tm, const gh_tensor_t* t, size_t reserve) {
+  size_t m = 0;
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) m += tm->vf[v].tier == GH_TIER_HOST;
+  if (m == 0) return 1;
+  if (tm->n_pending) {
+    _gh_tm_flush(tm);
+    _gh_tm_reclaim(tm, 0);
+  }
+  const size_t busy = gh_tm_dev_busy(tm);
+  const size_t room = (tm->dev_budget_f > busy ? tm->dev_budget_f - busy : 0) + tm->cached;
+  return room >= m && room - m >= reserve;
+}
+
+/* ahead: 0 gh_tensor_prefetch, 1 gh_tensor_prefetch_ahead, 2
+ * gh_tensor_prefetch_room (ahead, only where gh_tm_room_for says so;
+ * reserve in frames). */
+static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahead, size_t reserve) {
+  const char* what = ahead == 2 ? "gh_tensor_prefetch_room"
+                     : ahead    ? "gh_tensor_prefetch_ahead"
+                                : "gh_tensor_prefetch";
   if (!tm) return _gh_error(GH_ERR_INVAL, "%s: NULL manager", what);
   int rc;
   const uint64_t t0 = gh_tm_call_t0(tm);
   gh_tensor_t* t = gh_tm_enter(tm, ptr, what, &rc);
   if (rc == GH_OK) rc = _gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = _gh_tm_stream_seen(tm, stream);
-  if (rc == GH_OK) {
+  if (rc == GH_OK && ahead == 2 && !gh_tm_room_for(tm, t, reserve))
+    rc = _gh_error(GH_ERR_BUDGET, "%s: no room for the tensor and %zu frames more without evicting", what, reserve);
+  else if (rc == GH_OK) {
     tm->restoring = 1;
     /* Frames all on the device: no move, no stream waited for. A quiet
      * tensor moves after its advice's events, and is a use from then on. */
@@ -1155,14 +1180,21 @@ static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahea
     const int mrc = gh_tm_prefetch_mark(tm, t);
     if (rc == GH_OK) rc = mrc;
   }
-  gh_tm_trace(tm, "%c %llx %zu %d\n", ahead ? 'h' : 'p', GH_TM_TP(ptr), _gh_tm_sidx(tm, stream), rc);
+  if (ahead == 2)
+    gh_tm_trace(tm, "r %llx %zu %zu %d\n", GH_TM_TP(ptr), _gh_tm_sidx(tm, stream), reserve * tm->frame, rc);
+  else
+    gh_tm_trace(tm, "%c %llx %zu %d\n", ahead ? 'h' : 'p', GH_TM_TP(ptr), _gh_tm_sidx(tm, stream), rc);
   gh_tm_call_end(tm, ahead ? GH_TM_CALL_PREFETCH_AHEAD : GH_TM_CALL_PREFETCH, t0);
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }
-int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) { return gh_tm_prefetch(tm, ptr, stream, 0); }
+int gh_tensor_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) { return gh_tm_prefetch(tm, ptr, stream, 0, 0); }
 int gh_tensor_prefetch_ahead(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
-  return gh_tm_prefetch(tm, ptr, stream, 1);
+  return gh_tm_prefetch(tm, ptr, stream, 1, 0);
+}
+int gh_tensor_prefetch_room(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, size_t reserve) {
+  const size_t f = tm && tm->frame ? tm->frame : 1;
+  return gh_tm_prefetch(tm, ptr, stream, 2, reserve / f + (reserve % f != 0));
 }
 
 static int gh_tm_cmp_unit(const void* a, const void* b) {

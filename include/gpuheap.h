@@ -318,6 +318,16 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
  * being written. A tensor that shares its frames (under 1 MiB) is
  * prefetched as by gh_tensor_prefetch. Errors as gh_tensor_prefetch. */
 int gh_tensor_prefetch_ahead(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
+/* gh_tensor_prefetch_ahead, under the same promise, only where the device
+ * budget has room for the tensor's frames on the host and `reserve` bytes
+ * more without evicting anything or waiting for the GPU: completed frees
+ * are reclaimed (by queries) and cached frames count as room. Otherwise
+ * GH_ERR_BUDGET, and nothing changed. For restoring further ahead than
+ * the next tensor while memory is free (a backward pass whose late stages
+ * free room before the early stages' activations are needed), without
+ * taking room that the work in between needs (`reserve`). Other errors as
+ * gh_tensor_prefetch. */
+int gh_tensor_prefetch_room(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, size_t reserve);
 /* gh_tensor_evict for a tensor not needed for a while, under the promise
  * of GH_ADVICE_QUIET (which it advises unless the tensor is quiet already):
  * nothing touches it (no kernel, copy or host access, on any stream) until

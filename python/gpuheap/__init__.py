@@ -509,6 +509,17 @@ class Manager:
         fn = _need(self._lib, "gh_tensor_prefetch_ahead")
         _check(fn(self.handle, _ptr(ptr, "gh_tensor_prefetch_ahead"), _stream(stream)), "gh_tensor_prefetch_ahead")
 
+    def prefetch_room(self, ptr, reserve=0, stream=None):
+        """gh_tensor_prefetch_room: prefetch_ahead, only where the device
+        budget has room for the tensor's frames on the host and `reserve`
+        more bytes (an int or a size string) without evicting anything or
+        waiting for the GPU (cached frames count as room); otherwise
+        Error(ERR_BUDGET) and nothing changed. The promise of prefetch_ahead
+        holds. ERR_UNSUPPORTED from a library that lacks the call."""
+        fn = _need(self._lib, "gh_tensor_prefetch_room")
+        _check(fn(self.handle, _ptr(ptr, "gh_tensor_prefetch_room"), _stream(stream),
+                  parse_size(reserve, "reserve")), "gh_tensor_prefetch_room")
+
     def prefetch_many(self, ptrs, stream=None):
         """gh_tensor_prefetch_many: prefetch several tensors in one batch (one
         wait for their streams, one pipeline, none of them evicted for the

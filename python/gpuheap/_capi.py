@@ -139,6 +139,7 @@ PROTOTYPES = {
     "gh_tensor_evict": (c_int, [_P, _P], True),
     "gh_tensor_prefetch_many": (c_int, [_P, _PP, c_size_t, _P], False),
     "gh_tensor_prefetch_ahead": (c_int, [_P, _P, _P], False),
+    "gh_tensor_prefetch_room": (c_int, [_P, _P, _P, c_size_t], False),
     "gh_tensor_evict_ahead": (c_int, [_P, _P], False),
     "gh_tensor_advise": (c_int, [_P, _P, c_int], False),
     "gh_tensor_pin": (c_int, [_P, _P], True),

@@ -30,7 +30,7 @@ import weakref
 
 import gpuheap
 from gpuheap import (Error, Kind, Advice, ERR_INVAL, ERR_UNSUPPORTED, ERR_NO_DEVICE, ERR_FOREIGN, ERR_DOUBLE_FREE,
-                     ERR_PINNED)
+                     ERR_PINNED, ERR_BUDGET)
 
 __all__ = ["enable", "is_enabled", "manager", "memory_stats", "torch_style_stats", "empty_cache", "set_kind", "pin",
            "unpin", "pinned", "advise", "evict", "prefetch", "tier", "mark_model", "offload", "Offload",
@@ -740,6 +740,22 @@ class Offload:
     73-77 ms a step, with prefetches ahead, alternated (bench/NOTES.md, host
     side, row 61; row 11 found the same order before them).
 
+    prefetch_room=N (0, off, by default): past the prefetch distance, up to
+    N more saved tensors, in the order backward uses them, are prefetched
+    ahead where the device budget has room for them and `room_reserve`
+    bytes more without evicting anything or waiting for the GPU
+    (gh_tensor_prefetch_room; counted in "prefetched_room"); the first
+    refusal ends the walk until the next unpack. So the room that a
+    backward's late stages free (their activations used and dropped) is
+    filled with the early stages' activations while the late stages still
+    compute, instead of each restore waiting for the frees of the kernel
+    just before it. room_reserve (an int or a size string) defaults to
+    twice the largest tensor saved in the pass: the room the backward's
+    own new tensors (the gradients) take meanwhile. Only tensors that
+    nothing but autograd reaches are prefetched so (prefetch_ahead's
+    promise); with prefetch_ahead=False or a library that lacks the call,
+    nothing is.
+
     Cost: a prefetch of an evicted tensor (and an eviction) moves frames at
     once, after waiting for the work queued on the streams of the tensors
     moved (not the device).
@@ -750,9 +766,10 @@ class Offload:
     """
 
     def __init__(self, prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, *, mode="cold",
-                 prefetch_weights=True, quiet="auto", prefetch_ahead=True, tensor_info=None, tensor_ptr=None,
-                 stream=None, alone=None):
-        for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last)):
+                 prefetch_weights=True, quiet="auto", prefetch_ahead=True, prefetch_room=0, room_reserve=None,
+                 tensor_info=None, tensor_ptr=None, stream=None, alone=None):
+        for name, v in (("prefetch_distance", prefetch_distance), ("keep_last", keep_last),
+                        ("prefetch_room", prefetch_room)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise Error(ERR_INVAL, f"{name}: {v!r} must be an integer >= 0", "offload")
         if mode not in OFFLOAD_MODES:
@@ -770,6 +787,9 @@ class Offload:
         self._cold = {}  # entries advised cold, not yet quiet nor unpacked: _quiet_scan's candidates (in order)
         self._npack = 0  # packs of tracked tensors so far (the clock of the candidates' looks)
         self.prefetch_ahead = bool(prefetch_ahead)
+        self.prefetch_room = prefetch_room
+        self.room_reserve = None if room_reserve is None else gpuheap.parse_size(room_reserve, "room_reserve")
+        self._largest = 0  # the largest storage saved in the pass (room_reserve's default: twice it)
         self._backward = False  # an unpack ran since the last pack
         self._manager = manager
         self._info = tensor_info or _torch_tensor_info
@@ -781,7 +801,8 @@ class Offload:
         self._cm = None
         self._warned = False
         self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0,
-                         "prefetched_ahead": 0, "weights_prefetched": 0, "quieted": 0, "quieted_forward": 0,
+                         "prefetched_ahead": 0, "prefetched_room": 0, "weights_prefetched": 0, "quieted": 0,
+                         "quieted_forward": 0,
                          "unpacked": 0, "foreign": 0, "hint_errors": 0}
 
     @property
@@ -806,6 +827,7 @@ class Offload:
                 e.packs += 1  # the same tensor saved again: one more reference autograd holds
             if e is None or not e.alive() or e.unpacked:
                 e = _Entry(t, ptr, nbytes, len(self._entries))
+                self._largest = max(self._largest, nbytes)
                 self._entries.append(e)
                 self._npack += 1
                 self._by_ptr[ptr] = e
@@ -966,11 +988,52 @@ class Offload:
                     # before its copies land (whatever else holds it might).
                     x.ahead = self.prefetch_ahead and self._is_alone(x) is True
                     todo.append(("ahead" if x.ahead else "prefetch", x))
+            n = 0
+            while i >= 0 and n < self.prefetch_room and self.prefetch_ahead:
+                x = self._entries[i]
+                i -= 1
+                if x.unpacked or not x.alive() or x.prefetched or x.ptr == e.ptr:
+                    continue
+                n += 1
+                if self._is_alone(x) is not True:
+                    break  # its copies could meet a reader: the walk stops (the distance prefetches it later)
+                x.prefetched = x.ahead = True  # undone where refused
+                todo.append(("room", x))
         if todo:
             stream = self._stream()  # one handle for the unpack's hints
-            for what, x in todo:
-                self._hint(what, x, stream)
+            for k, (what, x) in enumerate(todo):
+                if what == "room" and not self._room(x, stream):
+                    with self._lock:  # refused: these wait for the distance's turn
+                        for _, y in todo[k:]:
+                            y.prefetched = y.ahead = False
+                    break
+                if what != "room":
+                    self._hint(what, x, stream)
         return t
+
+    def _room(self, x, stream):
+        """prefetch_room: entry x prefetched ahead if the budget has room for
+        it and the reserve; False where refused (or not supported, which
+        turns prefetch_room off)."""
+        reserve = self.room_reserve if self.room_reserve is not None else 2 * self._largest
+        try:
+            self.manager.prefetch_room(x.ptr, reserve, stream)
+        except Error as err:
+            if err.code == ERR_UNSUPPORTED:
+                with self._lock:
+                    self.prefetch_room = 0
+            elif err.code != ERR_BUDGET:
+                with self._lock:
+                    self.counters["hint_errors"] += 1
+                    warn = not self._warned
+                    self._warned = True
+                if warn:
+                    warnings.warn(f"gpuheap.torch.offload: room prefetch failed: {err}", RuntimeWarning)
+            return False
+        with self._lock:
+            self.counters["prefetched_room"] += 1
+            self.counters["prefetched_ahead"] += 1
+        return True
 
     def _hint(self, what, e, stream=None, ptr=None):
         """Send one hint for entry e (or, for "weights", for storage ptr
@@ -1029,6 +1092,7 @@ class Offload:
                 e.index = i
             self._entries = keep
             self._by_ptr = {e.ptr: e for e in keep}
+            self._largest = max((e.nbytes for e in keep), default=0)
             self._cold = {e: None for e in keep if e.hinted and not e.quiet} if self._quiet_forward else {}
 
     def pending(self):
@@ -1053,10 +1117,11 @@ class Offload:
 
 
 def offload(prefetch_distance=1, keep_last=2, min_bytes=1 << 20, manager=None, mode="cold", prefetch_weights=True,
-            quiet="auto", prefetch_ahead=True):
+            quiet="auto", prefetch_ahead=True, prefetch_room=0, room_reserve=None):
     """with gpuheap.torch.offload(): loss = model(x)  -- see Offload (mode
     "cold", the default: saved tensors are advised cold and evicted only when
     the device budget needs room; "evict": evicted at once). Backward may run
     after the block: the hooks stay with the saved tensors."""
     return Offload(prefetch_distance=prefetch_distance, keep_last=keep_last, min_bytes=min_bytes, manager=manager,
-                   mode=mode, prefetch_weights=prefetch_weights, quiet=quiet, prefetch_ahead=prefetch_ahead)
+                   mode=mode, prefetch_weights=prefetch_weights, quiet=quiet, prefetch_ahead=prefetch_ahead,
+                   prefetch_room=prefetch_room, room_reserve=room_reserve)

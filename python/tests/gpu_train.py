@@ -97,6 +97,9 @@ def parser():
     ap.add_argument("--no-quiet", action="store_true", help="(c): offload(quiet=False)")
     ap.add_argument("--no-prefetch-ahead", action="store_true", help="(c): offload(prefetch_ahead=False)")
     ap.add_argument("--keep-last", type=int, default=2, help="(c): offload(keep_last=)")
+    ap.add_argument("--prefetch-room", type=int, default=0, help="(c): offload(prefetch_room=): saved tensors past "
+                    "the distance prefetched ahead where the budget has room (bench/NOTES.md, host side, row 127)")
+    ap.add_argument("--room-reserve", help="(c): offload(room_reserve=), bytes or a size (default: offload()'s)")
     ap.add_argument("--no-offload", action="store_true", help="(c): no offload context (the budget only)")
     ap.add_argument("--no-unpack-weights", action="store_true", help="(c): offload(prefetch_weights=False)")
     ap.add_argument("--host-ops", action="store_true", help="(c): run the last step under a dispatch mode that "
@@ -371,6 +374,10 @@ def child(a):
     if cfg == "c" and not a.no_offload:
         quiet = False if a.no_quiet else True if a.quiet else "auto"
         kw = {} if a.prefetch_distance is None else {"prefetch_distance": a.prefetch_distance}
+        if a.prefetch_room:
+            kw["prefetch_room"] = a.prefetch_room
+        if a.room_reserve is not None:
+            kw["room_reserve"] = a.room_reserve
         off = ght.offload(mode=a.offload_mode, keep_last=a.keep_last, prefetch_weights=not a.no_unpack_weights,
                           quiet=quiet, prefetch_ahead=not a.no_prefetch_ahead, **kw)
     hook_acc = {}  # --hook-times: [calls, seconds] by method
@@ -801,6 +808,10 @@ def run_child(a, cfg, tmp, peak=0):
         args += ["--no-prefetch-ahead"]
     if a.keep_last != 2:
         args += ["--keep-last", a.keep_last]
+    if a.prefetch_room:
+        args += ["--prefetch-room", a.prefetch_room]
+    if a.room_reserve is not None:
+        args += ["--room-reserve", a.room_reserve]
     log(f"gpu_train: config {cfg} ({CONFIGS[cfg]})")
     return run(__file__, args, os.path.join(tmp, f"{cfg}.json"), f"gpu_train: config {cfg} ({CONFIGS[cfg]})",
                a.time_limit + 120)

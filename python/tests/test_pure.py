@@ -148,6 +148,9 @@ class FakeManager:
     def prefetch_ahead(self, ptr, stream=None):
         self._do("prefetch_ahead", ptr)
 
+    def prefetch_room(self, ptr, reserve=0, stream=None):
+        self._do("prefetch_room", ptr, reserve)
+
     def prefetch_many(self, ptrs, stream=None):
         self._do("prefetch_many", tuple(ptrs))
 
@@ -877,7 +880,7 @@ class TestOffloadCold(TestOffloadBookkeeping):
         off.unpack(ts[5])
         self.assertEqual(fm.calls, [])
         self.assertEqual(off.counters, {"packed": 8, "skipped": 0, "advised": 7, "evicted": 0, "prefetched": 8,
-                                        "prefetched_ahead": 0, "weights_prefetched": 0, "quieted": 0,
+                                        "prefetched_ahead": 0, "prefetched_room": 0, "weights_prefetched": 0, "quieted": 0,
                                         "quieted_forward": 0, "unpacked": 8, "foreign": 0, "hint_errors": 0})
 
     def packed_ahead(self, n):
@@ -906,6 +909,83 @@ class TestOffloadCold(TestOffloadBookkeeping):
         fm.calls.clear()
         off.unpack(ts[2])  # unpacked again (retain_graph): nothing to prefetch, nothing to wait for
         self.assertEqual(fm.calls, [])
+
+    def test_prefetch_room(self):
+        """prefetch_room=N: past the distance, up to N more tensors in the
+        order backward uses them are prefetched where there is room
+        (prefetch_room, with twice the largest saved tensor as the reserve
+        by default); the first refusal (ERR_BUDGET) ends the walk and leaves
+        the refused ones for later unpacks, which try them again; a tensor
+        prefetched so is not prefetched ahead again, only used."""
+        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True, prefetch_room=2,
+                            alone=lambda t, packs: True)
+        ts = self.tensors(6)
+        for t in ts:
+            off.pack(t)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        size = ts[0].untyped_storage().nbytes()
+        fm.calls.clear()
+        fm.fail[("prefetch_room", ptr[2])] = gpuheap.ERR_BUDGET
+        off.unpack(ts[5])
+        self.assertEqual(fm.calls, [("prefetch", ptr[5]), ("prefetch_ahead", ptr[4]),
+                                    ("prefetch_room", ptr[3], 2 * size), ("prefetch_room", ptr[2], 2 * size)])
+        self.assertEqual(off.counters["prefetched_room"], 1)
+        fm.calls.clear()
+        del fm.fail[("prefetch_room", ptr[2])]
+        off.unpack(ts[4])  # 3 was prefetched by room: the walk goes on past it
+        self.assertEqual(fm.calls, [("prefetch", ptr[4]), ("prefetch_room", ptr[2], 2 * size),
+                                    ("prefetch_room", ptr[1], 2 * size)])
+        fm.calls.clear()
+        off.unpack(ts[3])  # its use; 0 is next
+        self.assertEqual(fm.calls, [("prefetch", ptr[3]), ("prefetch_room", ptr[0], 2 * size)])
+        self.assertEqual(off.counters["prefetched_room"], 4)
+        self.assertEqual(off.counters["prefetched_ahead"], 5)
+
+    def test_prefetch_room_reserve_and_limits(self):
+        """An explicit room_reserve is passed as given; nothing is tried
+        with prefetch_ahead=False or beyond a tensor something else reaches;
+        a library without the call turns it off (ERR_UNSUPPORTED), and any
+        other error is counted as a hint error, warned once; bad values
+        raise ERR_INVAL."""
+        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=True, prefetch_room=3,
+                            room_reserve="4MiB", alone=lambda t, packs: t.untyped_storage().data_ptr() != 0x11000000)
+        ts = self.tensors(5)
+        ptr = [t.untyped_storage().data_ptr() for t in ts]
+        self.assertIn(0x11000000, ptr)
+        for t in ts:
+            off.pack(t)
+        fm.calls.clear()
+        off.unpack(ts[4])
+        k = ptr.index(0x11000000)
+        want = [("prefetch", ptr[4]), ("prefetch_ahead" if k != 3 else "prefetch", ptr[3])]
+        want += [("prefetch_room", ptr[j], 4 * MiB) for j in range(2, -1, -1) if j > k]
+        self.assertEqual(fm.calls, want)
+        for fail, counted in ((gpuheap.ERR_UNSUPPORTED, 0), (gpuheap.ERR_CUDA, 1)):
+            fm, off = self.make(keep_last=1, prefetch_distance=0, prefetch_ahead=True, prefetch_room=1,
+                                alone=lambda t, packs: True)
+            ts = self.tensors(3)
+            for t in ts:
+                off.pack(t)
+            p1 = ts[1].untyped_storage().data_ptr()
+            fm.fail[("prefetch_room", p1)] = fail
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                off.unpack(ts[2])
+            self.assertEqual(off.counters["hint_errors"], counted)
+            self.assertEqual(len(w), counted)
+            self.assertEqual(off.prefetch_room, 0 if fail == gpuheap.ERR_UNSUPPORTED else 1)
+        fm, off = self.make(keep_last=1, prefetch_distance=1, prefetch_ahead=False, prefetch_room=3)
+        ts = self.tensors(4)
+        for t in ts:
+            off.pack(t)
+        fm.calls.clear()
+        off.unpack(ts[3])
+        self.assertNotIn("prefetch_room", [c[0] for c in fm.calls])
+        for bad in ({"prefetch_room": -1}, {"prefetch_room": 1.5}, {"prefetch_room": True},
+                    {"room_reserve": "lots"}):
+            with self.assertRaises(gpuheap.Error) as cm:
+                ght.Offload(manager=FakeManager(), **bad)
+            self.assertEqual(cm.exception.code, gpuheap.ERR_INVAL)
 
     def test_prefetch_ahead_same_storage(self):
         """A storage saved twice is in use from the first of its unpacks: the

@@ -246,6 +246,7 @@ static size_t rand_size(void) {
 }
 
 static uint64_t random_restores, random_evictions, random_moves, random_waits, random_homeless; /* over all seeds */
+static uint64_t random_room[2]; /* gh_tensor_prefetch_room of a tensor on the host: done, refused */
 static uint64_t random_clean[4]; /* _gh_tmgr_clean_counts over all seeds */
 static uint64_t random_ordered; /* over the seeds with deferred copies */
 static uint64_t random_early;   /* ... copies run early (eager runs) */
@@ -376,11 +377,21 @@ static void random_run(uint64_t seed, size_t ops) {
         run_streams(tm);
         pat_fill(x->p, 0, x->bytes, x->stamp);
       }
-      const int rc = (ahead ? gh_tensor_prefetch_ahead : gh_tensor_prefetch)(tm, x->p, streams[rnd_below(3)]);
+      /* Half of those ahead only where there is room (gh_tensor_prefetch_room:
+       * refused with nothing changed otherwise). */
+      const int room = ahead && rnd_below(2);
+      const int rc = room ? gh_tensor_prefetch_room(tm, x->p, streams[rnd_below(3)], rnd_below(5) * MiB)
+                          : (ahead ? gh_tensor_prefetch_ahead : gh_tensor_prefetch)(tm, x->p, streams[rnd_below(3)]);
       CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "prefetch: %s", gh_err_name(rc));
-      x->ahead = ahead || (x->ahead && rc != GH_OK);
-      x->quiet = 0;
-      if (ahead && rnd_below(2)) {  /* used at once: its copies may still be deferred */
+      if (room && was == GH_TIER_HOST) random_room[rc != GH_OK]++;
+      if (room && rc != GH_OK) {  /* refused: where it was, as it was (ahead, quiet) */
+        gh_tier_t now = GH_TIER_NONE;
+        CHECK(gh_tensor_tier(tm, x->p, &now) == GH_OK && now == was);
+      } else {
+        x->ahead = ahead || (x->ahead && rc != GH_OK);
+        x->quiet = 0;
+      }
+      if (ahead && rnd_below(2) && !(room && rc != GH_OK)) {  /* used at once: its copies may still be deferred */
         ref_use(tm, x);
         check_one(x, 0);
       }
@@ -3217,6 +3228,76 @@ static void restore_stream(void) {
   }
 }
 
+/* gh_tensor_prefetch_room: a prefetch ahead only where the budget has room
+ * for the tensor and `reserve` more without evicting or waiting. 8 device
+ * frames, chunks of 2: refused (GH_ERR_BUDGET, nothing moved, nothing
+ * evicted) one frame short, done at exactly enough, cached frames counted
+ * as room; the copies deferred as gh_tensor_prefetch_ahead's until the
+ * next prefetch; the bytes intact; bad arguments. */
+static void prefetch_room(void) {
+  const gh_stream_t s1 = (gh_stream_t)(uintptr_t)0x1000;
+  gh_tmgr_t* tm = make_tm(16, 64, 0, 0);
+  if (!tm) return;
+  CHECK(_gh_tmgr_set_chunk(tm, 2) == GH_OK);
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1, &a) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 4 * MiB, GH_KIND_ACTIVATIONS, s1, &b) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 8 * MiB, GH_KIND_ACTIVATIONS, s1, &c) == GH_OK);
+  pat_fill(a, 0, 4 * MiB, 31);
+  pat_fill(b, 0, 4 * MiB, 32);
+  pat_fill(c, 0, 8 * MiB, 33);
+  CHECK(gh_tensor_evict(tm, a) == GH_OK && tier_of(tm, a) == GH_TIER_HOST);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);  /* no spare nor cache: 2 of 8 frames free */
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  const uint64_t ev0 = st.evictions;
+  /* One frame short (2 for a, 1 reserved, 2 free): refused, nothing moved. */
+  CHECK(gh_tensor_prefetch_room(tm, a, s1, 1) == GH_ERR_BUDGET);
+  CHECK(gh_tensor_prefetch_room(tm, a, s1, 2 * MiB) == GH_ERR_BUDGET);
+  CHECK(tier_of(tm, a) == GH_TIER_HOST && tier_of(tm, b) == GH_TIER_DEVICE && tier_of(tm, c) == GH_TIER_DEVICE);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.evictions, ev0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* Exactly enough: restored, ahead (its copies wait for its next use). */
+  CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
+  size_t pending = 0;
+  uint64_t w0 = 0, w1 = 0;
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w0) == GH_OK);
+  CHECK(gh_tensor_prefetch_room(tm, a, s1, 0) == GH_OK && tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, &pending, &w1) == GH_OK);
+  CHECK(pending > 0);
+  CHECK_EQ_U64(w1, w0);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);  /* its use */
+  CHECK(_gh_tmgr_sim_run(tm, s1) == GH_OK);
+  CHECK(_gh_tmgr_sim_defer(tm, 0) == GH_OK);
+  CHECK(pat_check(a, 0, 4 * MiB, 31) == SIZE_MAX);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK_EQ_U64(st.evictions, ev0);
+  /* On the device already: nothing to move, whatever the reserve. */
+  CHECK(gh_tensor_prefetch_room(tm, a, s1, 64 * MiB) == GH_OK);
+  /* Cached frames are room: c freed and reclaimed into the cache (the
+   * budget full: a, b, the cached run), a evicted; a reserve of 2 frames
+   * still leaves room for a (2) out of the 6 not busy. */
+  CHECK(gh_tensor_free(tm, c, s1) == GH_OK);
+  CHECK(gh_tmgr_maintain(tm) == GH_OK);
+  CHECK(gh_tensor_evict(tm, a) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK);
+  CHECK(st.cached_frames >= 4);
+  CHECK(gh_tensor_prefetch_room(tm, a, s1, 4 * MiB) == GH_OK && tier_of(tm, a) == GH_TIER_DEVICE);
+  CHECK(gh_tensor_prefetch(tm, a, s1) == GH_OK);
+  CHECK(pat_check(a, 0, 4 * MiB, 31) == SIZE_MAX && pat_check(b, 0, 4 * MiB, 32) == SIZE_MAX);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  /* Bad arguments. */
+  CHECK(gh_tensor_prefetch_room(NULL, a, s1, 0) == GH_ERR_INVAL);
+  CHECK(gh_tensor_prefetch_room(tm, NULL, s1, 0) == GH_ERR_INVAL);
+  CHECK(gh_tensor_free(tm, b, s1) == GH_OK);
+  CHECK(gh_tensor_prefetch_room(tm, b, s1, 0) == GH_ERR_DOUBLE_FREE);
+  CHECK(gh_tensor_free(tm, a, s1) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 /* gh_tensor_prefetch_ahead when the event after its copies cannot be
  * recorded: the streams wait at once (for the latest batch) instead of at
  * the next use, and the bytes arrive. The failing record is the last one
@@ -4048,6 +4129,7 @@ int main(int argc, char** argv) {
   same_stream_reuse();
   ordered_moves();
   prefetch_ahead();
+  prefetch_room();
   prefetch_ahead_no_event();
   evict_ahead();
   restore_stream();
@@ -4110,6 +4192,9 @@ int main(int argc, char** argv) {
   if (ops >= 1000) CHECK(random_early > 0);
   printf("random runs: %llu frames evicted homeless\n", (unsigned long long)random_homeless);
   if (ops >= 1000) CHECK(random_homeless > 0);
+  printf("random runs: prefetches where there is room: %llu done, %llu refused\n",
+         (unsigned long long)random_room[0], (unsigned long long)random_room[1]);
+  if (ops >= 1000) CHECK(random_room[0] > 0 && random_room[1] > 0);
   threads(ops);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
   CHECK_EQ_U64(_gh_frames_sim_leaked_total(), gh_sim_leak_base);
