@@ -754,7 +754,12 @@ class Offload:
     own new tensors (the gradients) take meanwhile. Only tensors that
     nothing but autograd reaches are prefetched so (prefetch_ahead's
     promise); with prefetch_ahead=False or a library that lacks the call,
-    nothing is.
+    nothing is. Off by default: on the training run of
+    python/tests/gpu_train.py at width 256 the room was there when asked
+    but the backward's own gradients needed it next, so the clock evicted
+    again what had come back early (and gradients and weights): 185-213 ms
+    a step against 155-159; level at widths 64 and 512 (bench/NOTES.md,
+    host side, row 127).
 
     Cost: a prefetch of an evicted tensor (and an eviction) moves frames at
     once, after waiting for the work queued on the streams of the tensors
