@@ -66,3 +66,18 @@ for ref, pat in zip(args[::2], args[1::2]):
               "phases", c.get("phases_ms"))
 PY
 }
+# `widths "WIDTH [OPTIONS]" ...`: for each, gpu_train.py's four configs
+# (a), (b), (c) and the transfer floor (f), 12 steps, its CSV and log under
+# $OUT as torch-wWIDTH.csv / train-wWIDTH.log, the step lines printed, and
+# $R/r.tgz refreshed after each (what ran comes back if the limit is hit).
+widths() {
+  local spec
+  for spec in "$@"; do
+    set -- $spec
+    timeout 120 python3 -u python/tests/gpu_train.py --steps 12 --time-limit 40 --width "$@" --floor \
+      --csv "$OUT/torch-w$1.csv" > "$OUT/train-w$1.log" 2>&1
+    echo "-- width $spec rc=$?"
+    grep -E "ms/step|PASS|FAIL|floor" "$OUT/train-w$1.log"
+    [ -n "${R:-}" ] && tar czf "$R/r.tgz" -C "$R" r
+  done
+}
