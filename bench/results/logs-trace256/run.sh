@@ -8,7 +8,7 @@
 set -u
 . tools/alt-begin.sh
 peak=5843253760
-GPUHEAP_TRACE=$OUT/c256.ghtrace one c256-trace "--only c --width 256 --steps 12"
+one c256-trace "--only c --width 256 --steps 12" GPUHEAP_TRACE=$OUT/c256.ghtrace
 xz -9 "$OUT/c256.ghtrace"
 ls -la "$OUT"
 pack
