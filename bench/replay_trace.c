@@ -6,7 +6,7 @@
  * physical-memory calls, cached and spare frames).
  *
  *   replay_trace TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F|auto]
- *                      [--lag L] [--check] [--cuda] [--step-bytes B]
+ *                      [--lag L] [--check] [--cuda] [--step-bytes B] [--phases]
  *
  * --chunk: F frames, or "auto" (the chunk follows the tensors, as when the
  * trace's header says 0); default: the trace's. --lag: events complete
@@ -24,7 +24,14 @@
  * streams. --step-bytes B: an allocation of exactly B bytes marks a step
  * (pick a size the program asks for once a step); the host time between
  * marks is reported (median, min, max over the steps after the first two),
- * with the physical-memory calls' share of it. Exit 77 (skipped) with
+ * with the physical-memory calls' share of it.
+ *
+ * --phases: the physical-memory calls and frames moved split by phase of
+ * a training step, as the trace's calls show it: a forward from a cold
+ * advice that follows a prefetch (or from the first cold advice), split at
+ * its first eviction ("before the budget fills" / "after"); the rest (from
+ * the first prefetch: the backward, the optimizer step and the next
+ * forward's allocations before its first advice). Averages per forward. Exit 77 (skipped) with
  * --cuda where there is no CUDA device. */
 #include <errno.h>
 #include <inttypes.h>
@@ -176,7 +183,7 @@ static void report_steps(gh_tmgr_t* tm) {
 static void usage(const char* argv0) {
   fprintf(stderr,
           "usage: %s TRACE [--device-mib N] [--host-mib N] [--low W] [--chunk F|auto] [--lag L] [--check]\n"
-          "       [--cuda] [--step-bytes B]\n",
+          "       [--cuda] [--step-bytes B] [--phases]\n",
           argv0);
   exit(2);
 }
@@ -187,10 +194,11 @@ int main(int argc, char** argv) {
   double dev_mib = 0, host_mib = 0, low = 0;
   unsigned long chunk = 0, lag = 2;
   int chunk_auto = 0;
-  int check = 0;
+  int check = 0, phases = 0;
   unsigned long long step_bytes = 0;
   for (int i = 2; i < argc; i++) {
     if (!strcmp(argv[i], "--check")) check = 1;
+    else if (!strcmp(argv[i], "--phases")) phases = 1;
     else if (!strcmp(argv[i], "--cuda")) on_cuda = 1;
     else if (i + 1 < argc && !strcmp(argv[i], "--step-bytes")) step_bytes = strtoull(argv[++i], NULL, 10);
     else if (i + 1 < argc && !strcmp(argv[i], "--device-mib")) dev_mib = atof(argv[++i]);
@@ -254,9 +262,28 @@ int main(int argc, char** argv) {
   int have_expect = 0;
   void** many = NULL;
   size_t many_cap = 0;
+  /* --phases: 0 before the first forward, 1 a forward before its first
+   * eviction, 2 after it, 3 from the first prefetch on. */
+  int phase = 0;
+  unsigned long long forwards = 0;
+  uint64_t fwd_ev0 = 0;
+  gh_tmgr_stats_t ps0, ps1;
+  uint64_t by_phase[4][GH_VMM_OP_COUNT + 2];
+  memset(by_phase, 0, sizeof by_phase);
+  if (phases) gh_tmgr_stats(tm, &ps0);
   while (getline(&line, &cap, f) >= 0) {
     lineno++;
     char op = line[0];
+    if (phases && op != '#') {
+      unsigned long long pp = 0, adv = 0;
+      if (op == 'c' && sscanf(line + 1, "%llx %llu", &pp, &adv) == 2 && adv == GH_ADVICE_COLD && phase != 1 &&
+          phase != 2) {
+        phase = 1, forwards++;
+        fwd_ev0 = ps0.evictions;
+      } else if (op == 'p' || op == 'h' || op == 'r' || op == 'n') {
+        phase = 3;
+      }
+    }
     unsigned long long p = 0, a1 = 0, a2 = 0, a3 = 0;
     int want = 0, got = GH_OK;
     if (op == '#') {
@@ -350,6 +377,14 @@ int main(int argc, char** argv) {
     }
     if (got != want && differ++ < 10)
       fprintf(stderr, "replay_trace: line %llu (%c): result %d, recorded %d\n", lineno, op, got, want);
+    if (phases) {
+      gh_tmgr_stats(tm, &ps1);
+      if (phase == 1 && ps1.evictions > fwd_ev0) phase = 2;  /* this call's moves count after the fill */
+      for (int k = 0; k < GH_VMM_OP_COUNT; k++) by_phase[phase][k] += ps1.vmm_calls[k] - ps0.vmm_calls[k];
+      by_phase[phase][GH_VMM_OP_COUNT] += ps1.evictions - ps0.evictions;
+      by_phase[phase][GH_VMM_OP_COUNT + 1] += ps1.restores - ps0.restores;
+      ps0 = ps1;
+    }
     continue;
   bad:
     fprintf(stderr, "replay_trace: %s:%llu: cannot read \"%.60s\"\n", path, lineno, line);
@@ -367,6 +402,19 @@ int main(int argc, char** argv) {
 #endif
   if (on_cuda) printf("replay_trace: the GPU finished %.1f ms after the last call\n", 1e3 * (now_s() - t_calls));
   if (step_bytes) report_steps(tm);
+  if (phases && forwards) {
+    static const char* const names[4] = {"before the first forward", "forward, before the budget fills",
+                                         "forward, after it fills", "backward, optimizer, next allocations"};
+    printf("by phase, a forward (%llu forwards): create / release / map / unmap calls, frames evicted / restored\n",
+           forwards);
+    for (int ph = 0; ph < 4; ph++) {
+      const double n = ph ? (double)forwards : 1.0;
+      printf("  %-40s %7.1f %7.1f %7.1f %7.1f   %8.1f %8.1f\n", names[ph], (double)by_phase[ph][GH_VMM_CREATE] / n,
+             (double)by_phase[ph][GH_VMM_RELEASE] / n, (double)by_phase[ph][GH_VMM_MAP] / n,
+             (double)by_phase[ph][GH_VMM_UNMAP] / n, (double)by_phase[ph][GH_VMM_OP_COUNT] / n,
+             (double)by_phase[ph][GH_VMM_OP_COUNT + 1] / n);
+    }
+  }
   gh_tmgr_stats_t s;
   gh_tmgr_stats(tm, &s);
   const char* ops[GH_VMM_OP_COUNT] = {"create", "release", "map", "unmap"};
