@@ -24,15 +24,15 @@
  * streams. --step-bytes B: an allocation of exactly B bytes marks a step
  * (pick a size the program asks for once a step); the host time between
  * marks is reported (median, min, max over the steps after the first two),
- * with the physical-memory calls' share of it.
+ * with the physical-memory calls' share of it. Exit 77 (skipped) with
+ * --cuda where there is no CUDA device.
  *
  * --phases: the physical-memory calls and frames moved split by phase of
  * a training step, as the trace's calls show it: a forward from a cold
  * advice that follows a prefetch (or from the first cold advice), split at
  * its first eviction ("before the budget fills" / "after"); the rest (from
  * the first prefetch: the backward, the optimizer step and the next
- * forward's allocations before its first advice). Averages per forward. Exit 77 (skipped) with
- * --cuda where there is no CUDA device. */
+ * forward's allocations before its first advice). Averages per forward. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>

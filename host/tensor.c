@@ -1111,13 +1111,6 @@ static int gh_tm_prefetch_mark(gh_tmgr_t* tm, gh_tensor_t* t) {
   return gh_tm_set_cold(tm, t, 0);  /* fails only where a unit stayed homeless and could not be mapped */
 }
 
-/* gh_tensor_prefetch, and with `ahead` gh_tensor_prefetch_ahead: when the
- * tensor has frames of its own (a run) and its moves are ordered with no
- * mover, its streams are not made to wait for its copies: the copies'
- * event stays with the tensor (ahead_ev), and its next use
- * (gh_tensor_prefetch, prefetch_many, pin, free) makes its streams wait for
- * it (_gh_tm_ahead_join). Tensors sharing its frames (a slab's) wait as
- * with a prefetch. */
 /* gh_tensor_prefetch_room's test: whether the device budget has room for
  * t's frames on the host and `reserve` more frames without evicting or
  * waiting: completed frees are reclaimed first (queries only), and cached
@@ -1135,9 +1128,14 @@ static int gh_tm_room_for(gh_tmgr_t* tm, const gh_tensor_t* t, size_t reserve) {
   return room >= m && room - m >= reserve;
 }
 
-/* ahead: 0 gh_tensor_prefetch, 1 gh_tensor_prefetch_ahead, 2
- * gh_tensor_prefetch_room (ahead, only where gh_tm_room_for says so;
- * reserve in frames). */
+/* gh_tensor_prefetch, and with `ahead` gh_tensor_prefetch_ahead: when the
+ * tensor has frames of its own (a run) and its moves are ordered with no
+ * mover, its streams are not made to wait for its copies: the copies'
+ * event stays with the tensor (ahead_ev), and its next use
+ * (gh_tensor_prefetch, prefetch_many, pin, free) makes its streams wait for
+ * it (_gh_tm_ahead_join). Tensors sharing its frames (a slab's) wait as
+ * with a prefetch. gh_tensor_prefetch_room (ahead == 2) is the latter
+ * where gh_tm_room_for says so (reserve in frames), else GH_ERR_BUDGET. */
 static int gh_tm_prefetch(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, int ahead, size_t reserve) {
   const char* what = ahead == 2 ? "gh_tensor_prefetch_room"
                      : ahead    ? "gh_tensor_prefetch_ahead"

@@ -807,8 +807,7 @@ class Offload:
         self._warned = False
         self.counters = {"packed": 0, "skipped": 0, "advised": 0, "evicted": 0, "prefetched": 0,
                          "prefetched_ahead": 0, "prefetched_room": 0, "weights_prefetched": 0, "quieted": 0,
-                         "quieted_forward": 0,
-                         "unpacked": 0, "foreign": 0, "hint_errors": 0}
+                         "quieted_forward": 0, "unpacked": 0, "foreign": 0, "hint_errors": 0}
 
     @property
     def manager(self):
