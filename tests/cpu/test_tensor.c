@@ -3079,7 +3079,7 @@ static int fs_run(int kind, uint32_t nth) {
          : kind == FS_SYNC  ? _gh_tmgr_sim_fail_sync(tm, nth)
                             : _gh_tmgr_sim_fail_events_from(tm, nth)) == GH_OK);
   int sticky = 0;
-  for (int step = 0; step < 14 && !sticky; step++) {
+  for (int step = 0; step < 15 && !sticky; step++) {
     int rc = GH_OK;
     switch (step) {
       case 0: rc = gh_tensor_advise(tm, p[0], GH_ADVICE_COLD); break;
@@ -3108,15 +3108,17 @@ static int fs_run(int kind, uint32_t nth) {
         break;
       case 10: rc = gh_tensor_prefetch(tm, p[2], s1); break;
       case 11: rc = gh_tensor_evict(tm, p[0]); break;  /* after its restore's copy (the other lane) */
-      case 12: {
+      case 12: rc = gh_tensor_prefetch_room(tm, p[0], s1, 0); break;  /* ahead where there is room */
+      case 13: {
         void* const two[2] = {p[0], p[1]};
         rc = gh_tensor_prefetch_many(tm, two, 2, s1);
         break;
       }
       default: rc = gh_tmgr_maintain(tm); break;
     }
-    /* (p[1] between its prefetch ahead and its prefetch: no stream waits
-     * for its copies yet, so nothing may read it) */
+    /* (p[1] between its prefetch ahead and its prefetch, p[0] after its
+     * prefetch where there is room: no stream waits for their copies yet,
+     * so nothing may read them) */
     if (rc == GH_ERR_CORRUPT || _gh_tmgr_sticky(tm) != GH_OK) {
       /* the accounts still hold: the check's only complaint is the failure */
       char why[256];
@@ -3127,7 +3129,7 @@ static int fs_run(int kind, uint32_t nth) {
                 gh_last_error_detail());
       sticky = 1;
     } else {
-      fs_verify(tm, p, stamp, step == 6 ? 1 : -1, kind, nth, step);
+      fs_verify(tm, p, stamp, step == 6 ? 1 : step == 12 ? 0 : -1, kind, nth, step);
     }
   }
   int armed = 1;
