@@ -16,9 +16,14 @@ step first asks torch.autograd.grad for the last layer's weight only
 (retain_graph=True: the rest of the graph stays packed), then runs the full
 backward over the same graph, then an SGD step.
 
+A third run (room) is the gpuheap run with offload(prefetch_room=4): saved
+tensors past the prefetch distance prefetched ahead where the budget has
+room for them.
+
 Checks: the losses, the partial gradients and the final parameters bitwise
-equal in both runs; the gpuheap run evicted and restored frames, advised
-saved tensors quiet, prefetched some ahead, and met no out-of-memory.
+equal in all three runs; the gpuheap run evicted and restored frames,
+advised saved tensors quiet, prefetched some ahead, and met no
+out-of-memory; the room run met no out-of-memory either.
 
   python3 python/tests/gpu_offload.py [--steps 4 --width 2048 --batch 2048]
 
@@ -44,7 +49,7 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-fraction", type=float, default=0.5, help="gpuheap's device budget / the plain peak")
     ap.add_argument("--time-limit", type=float, default=300, help="seconds per run")
-    ap.add_argument("--only", choices=["plain", "gpuheap"], help="one run in this process (internal)")
+    ap.add_argument("--only", choices=["plain", "gpuheap", "room"], help="one run in this process (internal)")
     ap.add_argument("--peak", type=int, default=0, help="the plain run's peak bytes (internal)")
     ap.add_argument("--out", help="the run's JSON result (internal)")
     return ap.parse_args(argv)
@@ -98,21 +103,21 @@ def build(torch, a):
 def child(a):
     torch = torch_or_skip("gpu_offload")
     m = ght = None
-    if a.only == "gpuheap":
+    if a.only in ("gpuheap", "room"):
         sys.path.insert(0, PYDIR)
         import gpuheap
         import gpuheap.torch as ght
         try:
             gpuheap.library()
         except gpuheap.Error as e:
-            log(f"gpu_offload[gpuheap]: skipped: {e}")
+            log(f"gpu_offload[{a.only}]: skipped: {e}")
             sys.exit(SKIP)
         if a.peak <= 0:
             raise SystemExit("--peak is needed for the gpuheap run")
         m = ght.enable(device_budget=max(2 << 20, int(a.peak * a.budget_fraction)), host_budget=2 * a.peak + (1 << 30))
         ooms = []
         m.set_oom_observer(lambda n, st: ooms.append(n))
-        log(f"gpu_offload[gpuheap]: device budget {m.stats()['device_budget'] / 2**20:.0f} MiB")
+        log(f"gpu_offload[{a.only}]: device budget {m.stats()['device_budget'] / 2**20:.0f} MiB")
     torch.manual_seed(a.seed)
     torch.use_deterministic_algorithms(True)
     dev = torch.device("cuda")
@@ -123,7 +128,7 @@ def child(a):
     off = None
     if m is not None:
         ght.mark_model(model, opt)
-        off = ght.offload()  # the defaults under test
+        off = ght.offload(prefetch_room=4) if a.only == "room" else ght.offload()  # the defaults under test
     out = {"losses": [], "partial": [], "oom": False}
     for step in range(a.steps):
         opt.zero_grad(set_to_none=True)
@@ -154,7 +159,7 @@ def child(a):
         out["stats"] = {k: s[k] for k in ("evictions", "restores", "oom_events", "device_budget")}
         out["oom"] = s["oom_events"] > 0 or bool(ooms)
         out["offload"] = dict(off.counters)
-        log(f"gpu_offload[gpuheap]: offload counters {json.dumps(off.counters)}")
+        log(f"gpu_offload[{a.only}]: offload counters {json.dumps(off.counters)}")
     with open(a.out, "w") as f:
         json.dump(out, f)
     return 0
@@ -176,10 +181,16 @@ def parent(a):
         gh, rc = run(a, "gpuheap", tmp, plain["peak"])
         if rc:
             return rc
+        room, rc = run(a, "room", tmp, plain["peak"])
+        if rc:
+            return rc
     fails = []
     for key in ("losses", "partial", "params"):
-        if plain[key] != gh[key]:
-            fails.append(f"{key} differ between the plain and the gpuheap run")
+        for name, r in (("gpuheap", gh), ("room", room)):
+            if plain[key] != r[key]:
+                fails.append(f"{key} differ between the plain and the {name} run")
+    if room["oom"]:
+        fails.append("the room run met an out-of-memory")
     st, c = gh["stats"], gh["offload"]
     if st["evictions"] <= 0 or st["restores"] <= 0:
         fails.append(f"the gpuheap run moved too little (evictions {st['evictions']}, restores {st['restores']}): "
@@ -194,7 +205,8 @@ def parent(a):
                    lambda: f"{a.steps} steps bitwise equal (losses, partial gradients, parameters); "
                    f"budget {st['device_budget'] >> 20} MiB of a {plain['peak'] >> 20} MiB peak, {st['evictions']} "
                    f"frames evicted, {st['restores']} restored; quiet {c['quieted']} + {c['quieted_forward']} in "
-                   f"forward, ahead {c['prefetched_ahead']}")
+                   f"forward, ahead {c['prefetched_ahead']}; with prefetch_room=4 bitwise equal too, "
+                   f"{room['offload']['prefetched_room']} prefetched where there was room")
 
 
 def main(argv=None):
