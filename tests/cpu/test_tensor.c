@@ -380,7 +380,7 @@ static void random_run(uint64_t seed, size_t ops) {
       /* Half of those ahead only where there is room (gh_tensor_prefetch_room:
        * refused with nothing changed otherwise). */
       const int room = ahead && rnd_below(2);
-      const int rc = room ? gh_tensor_prefetch_room(tm, x->p, streams[rnd_below(3)], rnd_below(5) * MiB)
+      const int rc = room ? gh_tensor_prefetch_room(tm, x->p, streams[rnd_below(3)], rnd_below(2) * MiB)
                           : (ahead ? gh_tensor_prefetch_ahead : gh_tensor_prefetch)(tm, x->p, streams[rnd_below(3)]);
       CHECK_MSG(rc == GH_OK || rc == GH_ERR_BUDGET, "prefetch: %s", gh_err_name(rc));
       if (room && was == GH_TIER_HOST) random_room[rc != GH_OK]++;
