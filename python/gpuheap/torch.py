@@ -638,7 +638,7 @@ OFFLOAD_MODES = ("cold", "evict")
 # Offload's counter for each hint sent ("use" counts nothing; the others,
 # prefetches ahead included, "prefetched").
 _HINT_COUNTER = {"advise": "advised", "evict": "evicted", "weights": "weights_prefetched", "quiet": "quieted",
-                 "quiet_forward": "quieted_forward"}
+                 "quiet_forward": "quieted_forward", "room": "prefetched_room"}
 
 
 class Offload:
@@ -1006,46 +1006,26 @@ class Offload:
         if todo:
             stream = self._stream()  # one handle for the unpack's hints
             for k, (what, x) in enumerate(todo):
-                if what == "room" and not self._room(x, stream):
+                if not self._hint(what, x, stream) and what == "room":
                     with self._lock:  # refused: these wait for the distance's turn
                         for _, y in todo[k:]:
                             y.prefetched = y.ahead = False
                     break
-                if what != "room":
-                    self._hint(what, x, stream)
         return t
-
-    def _room(self, x, stream):
-        """prefetch_room: entry x prefetched ahead if the budget has room for
-        it and the reserve; False where refused (or not supported, which
-        turns prefetch_room off)."""
-        reserve = self.room_reserve if self.room_reserve is not None else 2 * self._largest
-        try:
-            self.manager.prefetch_room(x.ptr, reserve, stream)
-        except Error as err:
-            if err.code == ERR_UNSUPPORTED:
-                with self._lock:
-                    self.prefetch_room = 0
-            elif err.code != ERR_BUDGET:
-                with self._lock:
-                    self.counters["hint_errors"] += 1
-                    warn = not self._warned
-                    self._warned = True
-                if warn:
-                    warnings.warn(f"gpuheap.torch.offload: room prefetch failed: {err}", RuntimeWarning)
-            return False
-        with self._lock:
-            self.counters["prefetched_room"] += 1
-            self.counters["prefetched_ahead"] += 1
-        return True
 
     def _hint(self, what, e, stream=None, ptr=None):
         """Send one hint for entry e (or, for "weights", for storage ptr
-        alone); prefetches go on `stream` (None: self._stream() now)."""
+        alone); prefetches go on `stream` (None: self._stream() now).
+        Returns whether it was made; "room" (prefetch_room) is refused
+        quietly where the budget has no room (ERR_BUDGET), and turns
+        prefetch_room off with a library that lacks the call."""
         if e is not None:
             ptr = e.ptr
         try:
-            if what == "advise":
+            if what == "room":
+                reserve = self.room_reserve if self.room_reserve is not None else 2 * self._largest
+                self.manager.prefetch_room(ptr, reserve, self._stream() if stream is None else stream)
+            elif what == "advise":
                 self.manager.advise(ptr, Advice.COLD)
             elif what in ("quiet", "quiet_forward"):
                 self.manager.advise(ptr, Advice.QUIET)
@@ -1056,6 +1036,11 @@ class Offload:
             else:  # prefetch, use, weights
                 self.manager.prefetch(ptr, self._stream() if stream is None else stream)
         except Error as err:
+            if what == "room" and err.code in (ERR_BUDGET, ERR_UNSUPPORTED):
+                if err.code == ERR_UNSUPPORTED:  # an older library: no gh_tensor_prefetch_room
+                    with self._lock:
+                        self.prefetch_room = 0
+                return False
             if what == "ahead" and err.code == ERR_UNSUPPORTED:  # an older library: no gh_tensor_prefetch_ahead
                 with self._lock:
                     self.prefetch_ahead = False
@@ -1071,20 +1056,21 @@ class Offload:
                     if e is not None:
                         e.dropped = True
                     self.counters["foreign"] += 1
-                    return
+                    return False
                 if err.code == ERR_PINNED:
-                    return
+                    return False
                 self.counters["hint_errors"] += 1
                 warn = not self._warned
                 self._warned = True
             if warn:
                 warnings.warn(f"gpuheap.torch.offload: {what} hint failed: {err}", RuntimeWarning)
-            return
+            return False
         with self._lock:
-            if what == "ahead":
+            if what in ("ahead", "room"):
                 self.counters["prefetched_ahead"] += 1
             if what != "use":
                 self.counters[_HINT_COUNTER.get(what, "prefetched")] += 1
+        return True
 
     # -- bookkeeping
     def _prune(self):
