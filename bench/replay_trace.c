@@ -457,6 +457,10 @@ int main(int argc, char** argv) {
   if (_gh_tmgr_lane_waits(tm, &lane_waits, &split) == GH_OK && split)
     printf("waits between the copy streams (on the GPU, for copies not seen done): %" PRIu64
            "\n", lane_waits);
+  uint64_t cn[4];
+  if (getenv("GPUHEAP_CLEAN") && _gh_tmgr_clean_counts(tm, cn, NULL, NULL) == GH_OK)
+    printf("cleaning (GPUHEAP_CLEAN=%s): frames cleaned %" PRIu64 ", evicted clean %" PRIu64 ", dropped %" PRIu64
+           ", skipped %" PRIu64 "\n", getenv("GPUHEAP_CLEAN"), cn[0], cn[1], cn[2], cn[3]);
   uint64_t held = 0;
   if (_gh_tmgr_held_copies(tm, &held) == GH_OK && held)
     printf("homeless units whose copy waited for the map of the run evicting them: %" PRIu64 "\n", held);

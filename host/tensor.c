@@ -695,12 +695,14 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
     const char* ck = getenv("GPUHEAP_COPY_KERNEL");
     tm->copy_kernel = !ck || !*ck || *ck == '0' ? 0 : strcmp(ck, "homeless") == 0 ? -1 : 1;
     /* GPUHEAP_CLEAN=1: quiet tensors' units copied to the host at their
-     * advice (see "cleaning"), =kernel: by the provider's kernel; off
-     * unless set. */
+     * advice (see "cleaning"), =kernel: by the provider's kernel, =ready:
+     * once the advice's events are complete, =prefill: until the cycle's
+     * first eviction; off unless set. */
     const char* cl = getenv("GPUHEAP_CLEAN");
     tm->clean_mode = !cl || !*cl || *cl == '0'      ? 0
                      : strcmp(cl, "kernel") == 0 ? 2
                      : strcmp(cl, "ready") == 0  ? 3
+                     : strcmp(cl, "prefill") == 0 ? 4
                                                  : 1;
     const char* wf = getenv("GPUHEAP_WAIT_FREES");
     tm->wait_frees = wf && *wf ? *wf != '0' : -1;
@@ -1313,6 +1315,7 @@ static int gh_tm_advise(gh_tmgr_t* tm, gh_tensor_t* t, gh_advice_t advice) {
   if (advice == GH_ADVICE_COLD && tm->restoring) {  /* a new cycle (a forward pass): cleaning's target */
     if (!tm->clean_fixed) tm->clean_target_f = tm->clean_peak_f;
     tm->clean_peak_f = tm->nframes[GH_TIER_HOST];
+    tm->cycle_evicted = 0;
   }
   if (advice == GH_ADVICE_COLD) tm->restoring = 0;
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {

@@ -404,7 +404,8 @@ struct gh_tmgr_s {
   uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
   /* Cleaning (see "cleaning", tensor_move.c): GPUHEAP_CLEAN=1 (the copy engine) or
    * =kernel; off by default. */
-  int clean_mode;                    /* 0 off, 1 engine, 2 kernel, 3 engine once the advice's events are complete */
+  int clean_mode;                    /* 0 off, 1 engine, 2 kernel, 3 engine once the advice's events are complete,
+                                        4 engine until the cycle's first eviction */
   gh_tensor_t* clean_q[GH_TM_CLEAN_Q]; /* mode 3: quiet tensors waiting for their advice's events, oldest first */
   size_t clean_qn;
   int clean_polling;                 /* _gh_tm_clean_poll is cleaning one of them */
@@ -412,6 +413,7 @@ struct gh_tmgr_s {
   size_t clean_f;                    /* host frames holding clean copies (in host_used) */
   size_t clean_target_f;             /* frames on the host at the previous cycle's peak: what cleaning may cover */
   size_t clean_peak_f;               /* ... and this cycle's so far */
+  int cycle_evicted;                 /* this cycle moved units to the host (mode 4 cleans no more) */
   int clean_fixed;                   /* tests: the target set (_gh_tmgr_set_clean_target), cycles leave it */
   uint64_t clean_n[4];               /* frames cleaned, evicted clean, dropped, skipped (_gh_tmgr_clean_counts) */
   /* Ordered moves (gh_tm_move_units): the calls that allow them set

@@ -419,6 +419,7 @@ size_t _gh_tm_move(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, gh_tier_t to)
   const size_t done = gh_tm_move_units(tm, u, n, to);
   _gh_tm_in_move = 0;
   if (to == GH_TIER_HOST && tm->nframes[GH_TIER_HOST] > tm->clean_peak_f) tm->clean_peak_f = tm->nframes[GH_TIER_HOST];
+  if (to == GH_TIER_HOST && done) tm->cycle_evicted = 1;
   tm->move_ns += gh_tm_now_ns() - t0;
   return done;
 }
@@ -511,7 +512,14 @@ void _gh_tm_held_flush(gh_tmgr_t* tm, const gh_stream_t* user) {
  * ones (gh_tm_cmp_cold); a host budget too full for a new host allocation
  * drops every clean copy first (_gh_tm_host_get). Only with a restore
  * stream (its lanes order a unit's restore after the copy that wrote its
- * host memory) and without the mover. */
+ * host memory) and without the mover.
+ * GPUHEAP_CLEAN=prefill cleans only until the cycle's first eviction: a
+ * forward's first tensors, made while its allocations still take cached
+ * runs (no maps), are copied while its compute alone runs; after the
+ * budget fills, the maps of new tensors would wait for cleaning copies in
+ * flight (a map's access call waits for every copy to the host running:
+ * bench/NOTES.md, host side, rows 51 and 122-123), so evictions copy as
+ * without cleaning. */
 
 /* Take t out of clean_q. */
 void _gh_tm_clean_unqueue(gh_tmgr_t* tm, gh_tensor_t* t) {
@@ -579,7 +587,8 @@ int _gh_tm_clean(gh_tmgr_t* tm, gh_tensor_t* t) {
     v = u.v0 + u.k;
     gh_vframe_t* f = &tm->vf[u.v0];
     if (f->tier != GH_TIER_DEVICE || f->clean || f->pins) continue;
-    if (tm->nframes[GH_TIER_HOST] + tm->clean_f + u.k > tm->clean_target_f) {
+    if (tm->nframes[GH_TIER_HOST] + tm->clean_f + u.k > tm->clean_target_f ||
+        (tm->clean_mode == 4 && tm->cycle_evicted)) {
       tm->clean_n[3] += u.k;
       continue;
     }

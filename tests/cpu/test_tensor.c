@@ -1770,8 +1770,10 @@ static void homeless_one(int on) {
  * reused after the clean copy only): no more bytes copied to the host a
  * step than the first step's, every byte back, the accounts whole after
  * every call. A host budget too small for the next eviction drops the
- * clean copies first. */
+ * clean copies first. With "prefill" a forward cleans only until its first
+ * eviction; the other modes clean after it too. */
 static void cleaning_one(const char* mode) {
+  const int prefill = strcmp(mode, "prefill") == 0;
   gh_tmgr_t* tm = make_clean_tm(mode, 32, 128, 8, 1); /* 16 device frames, 64 host ones */
   if (!tm) return;
   CHECK(_gh_tmgr_sim_defer(tm, 1) == GH_OK);
@@ -1813,16 +1815,23 @@ static void cleaning_one(const char* mode) {
          (unsigned long long)(per_step[2] / MiB), (unsigned long long)(per_step[3] / MiB));
   CHECK(c[0] > 0 && c[1] > 0);
   CHECK(per_step[STEPS - 1] > 0 && per_step[STEPS - 1] <= per_step[0]);
+
   /* Both budgets nearly spent (24 tensors of 3 frames against 16 device
    * and 64 host frames), every quiet unit cleaned while the host has room:
-   * cleaning stops where the host is full, evictions go on. */
+   * cleaning stops where the host is full, evictions go on. With
+   * "prefill", at this forward's first eviction. */
   CHECK(_gh_tmgr_set_clean_target(tm, 1000) == GH_OK);
   model_t m = {0};
   m.cap = 24;
   m.t = calloc(m.cap, sizeof *m.t);
   uint64_t before[4];
   CHECK(_gh_tmgr_clean_counts(tm, before, NULL, NULL) == GH_OK);
+  uint64_t cleaned_before = 0, cleaned_after = 0; /* frames cleaned before / after the first eviction */
+  gh_tmgr_stats_t s0;
+  CHECK(gh_tmgr_stats(tm, &s0) == GH_OK);
   while (m.n < m.cap) {
+    uint64_t c0[4];
+    CHECK(_gh_tmgr_clean_counts(tm, c0, NULL, NULL) == GH_OK);
     void* p = NULL;
     CHECK(gh_tensor_alloc(tm, 6 * MiB, GH_KIND_ACTIVATIONS, s, &p) == GH_OK);
     if (!p) break;
@@ -1834,9 +1843,18 @@ static void cleaning_one(const char* mode) {
     CHECK(gh_tensor_advise(tm, p, GH_ADVICE_COLD) == GH_OK);
     CHECK(gh_tensor_advise(tm, p, GH_ADVICE_QUIET) == GH_OK);
     CHECK(_gh_tmgr_check(tm) == GH_OK);
+    uint64_t c1[4];
+    gh_tmgr_stats_t sa;
+    CHECK(_gh_tmgr_clean_counts(tm, c1, NULL, NULL) == GH_OK);
+    CHECK(gh_tmgr_stats(tm, &sa) == GH_OK); /* (an eviction by this allocation: after) */
+    *(sa.evictions > s0.evictions ? &cleaned_after : &cleaned_before) += c1[0] - c0[0];
   }
+  printf("cleaning (%s): %llu frames cleaned before the forward's first eviction, %llu after\n", mode,
+         (unsigned long long)cleaned_before, (unsigned long long)cleaned_after);
+  CHECK(cleaned_before > 0);
+  CHECK(prefill ? cleaned_after == 0 : cleaned_after > 0);
   CHECK(_gh_tmgr_clean_counts(tm, c, NULL, NULL) == GH_OK);
-  CHECK(c[0] > before[0] && c[3] > before[3]);
+  CHECK(c[0] > before[0] && c[3] > before[3]); /* (prefill: skipped after the first eviction) */
   random_defer = 1; /* drain_and_destroy: each prefetched (quiet), its copies run, read */
   drain_and_destroy(tm, &m);
   random_defer = 0;
@@ -1951,6 +1969,7 @@ static void cleaning(void) {
   cleaning_one("1");
   cleaning_one("kernel");
   cleaning_one("ready");
+  cleaning_one("prefill");
   clean_after_restore();
   clean_fails();
   if (saved) setenv("GPUHEAP_RESTORE_STREAM", saved, 1);
