@@ -111,7 +111,7 @@ def main(argv=None):
         with torch.no_grad():
             out = census(torch, saved)
         out.update(step=step, width=a.width, batch=a.batch, image=a.image, blocks=a.blocks, device=own.device,
-                   torch=torch.__version__, loss=float(loss))
+                   torch=torch.__version__, loss=float(loss.detach()))
         print(json.dumps(out), flush=True)
         saved.clear()
         opt.zero_grad(set_to_none=True)
