@@ -36,6 +36,20 @@ one() {  # name, gpu_train options, environment...
   grep -o '"call_ms": {[^}]*}' "$OUT/$name.log" | tail -1  # with GPUHEAP_CALL_TIMES=1
   echo
 }
+# `rounds PREFIX N "GPU_TRAIN OPTIONS" LABEL "VAR=VALUE ..." [LABEL "..."]`:
+# N alternated rounds of `one PREFIX-LABEL-ROUND` for each setting in
+# turn (an empty string: the defaults), e.g.
+#   rounds c256 3 "--only c --width 256" d "" cp "GPUHEAP_CLEAN=prefill"
+rounds() {
+  local prefix=$1 n=$2 opts=$3 r i
+  shift 3
+  local -a set=("$@")
+  for ((r = 1; r <= n; r++)); do
+    for ((i = 0; i < ${#set[@]}; i += 2)); do
+      one "$prefix-${set[i]}-$r" "$opts" ${set[i + 1]}
+    done
+  done
+}
 # `peak_run NAME "GPU_TRAIN OPTIONS"`: one (a) run (`--only a` added), whose
 # peak becomes $peak, the budget's base for the (c) runs after it. Fails
 # when the run left no peak.

@@ -8,30 +8,22 @@
 set -u
 . tools/alt-begin.sh
 export GPUHEAP_CALL_TIMES=1
+cp="GPUHEAP_CLEAN=prefill"
 {
-  peak_run a256 "--width 256 --phases" && for r in 1 2 3; do
-    one c256-d-$r "--only c --width 256 --phases"
-    one c256-cp-$r "--only c --width 256 --phases" GPUHEAP_CLEAN=prefill
-  done
+  peak_run a256 "--width 256 --phases" && rounds c256 3 "--only c --width 256 --phases" d "" cp "$cp"
   grep -h "phases on\|cleaning, frames" "$OUT"/c256-*.log
   summary a256.json "c256-*.json"
 } > "$OUT/alt256.log" 2>&1
 grep -E "ms/step|bitwise|DIFFER|cleaning, frames" "$OUT/alt256.log"
 tar czf "$R/r.tgz" -C "$R" r
 {
-  peak_run a512 "--width 512 --offload-state" && {
-    one c512-d-1 "--only c --width 512 --offload-state"
-    one c512-cp-1 "--only c --width 512 --offload-state" GPUHEAP_CLEAN=prefill
-  }
+  peak_run a512 "--width 512 --offload-state" && rounds c512 1 "--only c --width 512 --offload-state" d "" cp "$cp"
   summary a512.json "c512-*.json"
 } > "$OUT/alt512.log" 2>&1
 grep -E "ms/step|bitwise|DIFFER" "$OUT/alt512.log"
 tar czf "$R/r.tgz" -C "$R" r
 {
-  peak_run a64 "" && for r in 1 2; do
-    one c64-d-$r "--only c"
-    one c64-cp-$r "--only c" GPUHEAP_CLEAN=prefill
-  done
+  peak_run a64 "" && rounds c64 2 "--only c" d "" cp "$cp"
   summary a64.json "c64-*.json"
 } > "$OUT/alt64.log" 2>&1
 grep -E "ms/step|bitwise|DIFFER" "$OUT/alt64.log"
