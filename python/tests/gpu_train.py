@@ -692,27 +692,41 @@ def streams_overlap(by_stream):
     return out
 
 
-def phase_split(compute, copies, marks, end):
+def phase_split(compute, copies, marks, end, at_first_copy=False):
     """timeline_split by phase: marks are the start times of the marker
     kernels, three a step (forward, backward, optimizer, in that order);
     each phase runs from its mark to the next (the last to `end`). Returns
     {phase: {"compute", "copy", "both", "idle", "span"}}, summed over the
-    steps, in the intervals' unit; {} unless the marks come in threes."""
+    steps, in the intervals' unit; {} unless the marks come in threes.
+    at_first_copy: each phase cut where its first copy starts (the whole
+    phase before it where it has none): {phase: {"before": {...},
+    "after": {...}}}, each as above."""
     marks = sorted(marks)
     if not marks or len(marks) % len(PHASES):
         return {}
-    out = {p: {"compute": 0.0, "copy": 0.0, "both": 0.0, "idle": 0.0, "span": 0.0} for p in PHASES}
-    for i, lo in enumerate(marks):
-        hi = marks[i + 1] if i + 1 < len(marks) else max(end, lo)
 
+    def zero():
+        return {"compute": 0.0, "copy": 0.0, "both": 0.0, "idle": 0.0, "span": 0.0}
+    out = {p: {"before": zero(), "after": zero()} if at_first_copy else zero() for p in PHASES}
+
+    def add(o, lo, hi):
         def clip(v):
             return [(max(s, lo), min(e, hi)) for s, e in v if e > lo and s < hi]
         part = timeline_split(clip(compute), clip(copies))
-        o = out[PHASES[i % len(PHASES)]]
         for k, v in part.items():
             o[k] += v
         o["span"] += hi - lo
         o["idle"] += hi - lo - sum(part.values())
+
+    for i, lo in enumerate(marks):
+        hi = marks[i + 1] if i + 1 < len(marks) else max(end, lo)
+        o = out[PHASES[i % len(PHASES)]]
+        if not at_first_copy:
+            add(o, lo, hi)
+            continue
+        cut = min([max(s, lo) for s, e in copies if e > lo and s < hi], default=hi)
+        add(o["before"], lo, cut)
+        add(o["after"], cut, hi)
     return out
 
 
@@ -759,10 +773,14 @@ def trace_report(path, steps, cfg):
         f"({copy_kernels / steps:.0f} copy kernels)")
     log(f"gpu_train[{cfg}] trace: a step: engine copies of two or more streams at once "
         f"{streams_overlap(by_stream) / 1e3 / steps:.2f} ms ({len(by_stream)} streams with copies)")
+    def line(o):
+        return (f"{o['span'] / 1e3 / steps:.2f} ms a step: compute alone {o['compute'] / 1e3 / steps:.2f}, "
+                f"copies alone {o['copy'] / 1e3 / steps:.2f}, both {o['both'] / 1e3 / steps:.2f}, "
+                f"GPU idle {o['idle'] / 1e3 / steps:.2f}")
     for p, o in phase_split(compute, copies, marks, end).items():
-        log(f"gpu_train[{cfg}] trace: {p}: {o['span'] / 1e3 / steps:.2f} ms a step: compute alone "
-            f"{o['compute'] / 1e3 / steps:.2f}, copies alone {o['copy'] / 1e3 / steps:.2f}, "
-            f"both {o['both'] / 1e3 / steps:.2f}, GPU idle {o['idle'] / 1e3 / steps:.2f}")
+        log(f"gpu_train[{cfg}] trace: {p}: {line(o)}")
+    for p, o in phase_split(compute, copies, marks, end, at_first_copy=True).items():
+        log(f"gpu_train[{cfg}] trace: {p}, before its first copy: {line(o['before'])}; after: {line(o['after'])}")
 
 
 def run_child(a, cfg, tmp, peak=0):

@@ -1892,6 +1892,20 @@ class TestPhaseSplit(unittest.TestCase):
         self.assertEqual(out["backward"], {"compute": 5.0, "copy": 2.0, "both": 3.0, "idle": 10.0, "span": 20.0})
         self.assertEqual(out["optimizer"], {"compute": 2.0, "copy": 0.0, "both": 0.0, "idle": 8.0, "span": 10.0})
 
+    def test_at_first_copy(self):
+        import gpu_train
+        # the forward 0-10 cut at its first copy (5); the backward's first
+        # copy is the one that straddles its start (cut at 10: nothing
+        # before); the optimizer has none (all before)
+        out = gpu_train.phase_split([(0, 4), (12, 20), (31, 33)], [(5, 15), (7, 8)], [10, 0, 30], 40,
+                                    at_first_copy=True)
+        self.assertEqual(out["forward"]["before"], {"compute": 4.0, "copy": 0.0, "both": 0.0, "idle": 1.0, "span": 5.0})
+        self.assertEqual(out["forward"]["after"], {"compute": 0.0, "copy": 5.0, "both": 0.0, "idle": 0.0, "span": 5.0})
+        self.assertEqual(out["backward"]["before"]["span"], 0.0)
+        self.assertEqual(out["backward"]["after"], {"compute": 5.0, "copy": 2.0, "both": 3.0, "idle": 10.0, "span": 20.0})
+        self.assertEqual(out["optimizer"]["before"]["span"], 10.0)
+        self.assertEqual(out["optimizer"]["after"]["span"], 0.0)
+
     def test_two_steps_sum(self):
         import gpu_train
         out = gpu_train.phase_split([(0, 1), (6, 7)], [], [0, 2, 4, 6, 8, 10], 12)
