@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Row 130, run 3: run 2 again, each phase also cut at its first copy; the defaults (d) and GPUHEAP_CLEAN=prefill (cp) at
-# width 256 under the profiler, the GPU's activity only, split by phase
-# (compute alone, copies alone, both, idle), as row 119; the budget from
-# run 1's (a) peak on an H100 (5843253760 bytes). The traces are deleted
-# after their summaries. GH_REV: the revision; $OUT set by the device tool.
+# Row 130, run 3: run 2 again (the defaults, d, and GPUHEAP_CLEAN=prefill,
+# cp, at width 256 under the profiler, the GPU's activity only, split by
+# phase as row 119), with each phase also cut at its first copy; the
+# budget from run 1's (a) peak on an H100 (5843253760 bytes). The traces
+# are deleted after their summaries. GH_REV: the revision; $OUT set by the
+# device tool.
 set -u
 . tools/alt-begin.sh
 peak=5843253760
