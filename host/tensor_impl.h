@@ -402,8 +402,8 @@ struct gh_tmgr_s {
   size_t n_held;
   uint64_t held_copies;              /* units whose copy was held (_gh_tmgr_held_copies) */
   uint64_t homeless_frames;          /* frames evicted with their homes left unmapped (_gh_tmgr_homeless) */
-  /* Cleaning (see "cleaning", tensor_move.c): GPUHEAP_CLEAN=1 (the copy engine) or
-   * =kernel; off by default. */
+  /* Cleaning (see "cleaning", tensor_move.c): GPUHEAP_CLEAN=1 (the copy engine),
+   * =kernel, =ready or =prefill; off by default. */
   int clean_mode;                    /* 0 off, 1 engine, 2 kernel, 3 engine once the advice's events are complete,
                                         4 engine until the cycle's first eviction */
   gh_tensor_t* clean_q[GH_TM_CLEAN_Q]; /* mode 3: quiet tensors waiting for their advice's events, oldest first */

@@ -127,7 +127,8 @@ int _gh_tmgr_wait_times(gh_tmgr_t* tm, uint64_t n[9], uint64_t ns[9]);
  * (copied to the host at a quiet advice, left on the device), n[1] of
  * them evicted clean (no copy at the eviction), n[2] clean copies dropped
  * (the promise ended first, or the host budget needed them), n[3] frames
- * left unclean (beyond the target, no alias or no host memory); the frames
+ * left unclean (beyond the target, no alias or no host memory, or with
+ * GPUHEAP_CLEAN=prefill after the cycle's first eviction); the frames
  * clean now and the cycle's target (either may be NULL). */
 int _gh_tmgr_clean_counts(gh_tmgr_t* tm, uint64_t n[4], size_t* clean_frames, size_t* target_frames);
 /* Tests only: cleaning's target, in frames, fixed from now on (cycles no

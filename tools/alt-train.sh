@@ -43,10 +43,10 @@ one() {  # name, gpu_train options, environment...
 rounds() {
   local prefix=$1 n=$2 opts=$3 r i
   shift 3
-  local -a set=("$@")
+  local -a cfg=("$@")
   for ((r = 1; r <= n; r++)); do
-    for ((i = 0; i < ${#set[@]}; i += 2)); do
-      one "$prefix-${set[i]}-$r" "$opts" ${set[i + 1]}
+    for ((i = 0; i < ${#cfg[@]}; i += 2)); do
+      one "$prefix-${cfg[i]}-$r" "$opts" ${cfg[i + 1]}
     done
   done
 }

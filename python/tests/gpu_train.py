@@ -773,6 +773,7 @@ def trace_report(path, steps, cfg):
         f"({copy_kernels / steps:.0f} copy kernels)")
     log(f"gpu_train[{cfg}] trace: a step: engine copies of two or more streams at once "
         f"{streams_overlap(by_stream) / 1e3 / steps:.2f} ms ({len(by_stream)} streams with copies)")
+
     def line(o):
         return (f"{o['span'] / 1e3 / steps:.2f} ms a step: compute alone {o['compute'] / 1e3 / steps:.2f}, "
                 f"copies alone {o['copy'] / 1e3 / steps:.2f}, both {o['both'] / 1e3 / steps:.2f}, "
