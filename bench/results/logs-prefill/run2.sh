@@ -4,6 +4,8 @@
 # (compute alone, copies alone, both, idle), as row 119; the budget from
 # run 1's (a) peak on an H100 (5843253760 bytes). The traces are deleted
 # after their summaries. GH_REV: the revision; $OUT set by the device tool.
+# Run 3 is this script again at 82b6b8f or later, whose gpu_train.py also
+# cuts each phase at its first copy.
 set -u
 . tools/alt-begin.sh
 peak=5843253760
