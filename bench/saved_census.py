@@ -14,7 +14,7 @@ which form a block took is left out of the count).
 The offload evicts the forward's earliest saved tensors first, so the
 census also gives the ratio over the earliest share of the saved bytes.
 
-  PYTHONPATH=python/tests python3 bench/saved_census.py --width 256 --device cpu
+  python3 bench/saved_census.py --width 256 --device cpu
 
 Prints one JSON object per forward counted. Needs PyTorch; a CPU is enough
 (the zeros come from the network, not the device: the figures on a GPU
