@@ -4190,8 +4190,9 @@ int main(int argc, char** argv) {
   random_run(9, ops);
   if (rs_set) unsetenv("GPUHEAP_RESTORE_STREAM");
   /* Cleaning (GPUHEAP_CLEAN): quiet tensors copied at their advice, and
-   * evicted with no copy; by the engine and by the kernel, with the copies
-   * deferred and run early at random. */
+   * evicted with no copy; by the engine and by the kernel, paced, and only
+   * before a cycle's first eviction, with the copies deferred and run early
+   * at random. */
   const int clean_set = getenv("GPUHEAP_CLEAN") == NULL;
   if (clean_set) setenv("GPUHEAP_CLEAN", "1", 1);
   random_run(12, ops);
@@ -4200,8 +4201,11 @@ int main(int argc, char** argv) {
   random_run(14, ops);
   if (clean_set) setenv("GPUHEAP_CLEAN", "ready", 1);
   random_run(15, ops);
-  if (clean_set) unsetenv("GPUHEAP_CLEAN");
+  if (clean_set) setenv("GPUHEAP_CLEAN", "prefill", 1); /* cleaning until each cycle's first eviction */
+  random_run(16, ops);
   random_defer = 0;
+  random_run(19, ops);  /* (whose copies run at once: this seed cleans before its cycles' evictions) */
+  if (clean_set) unsetenv("GPUHEAP_CLEAN");
   CHECK(random_restores > 0 && random_evictions > 0 && random_moves > 0 && random_waits > 0 && random_ordered > 0);
   printf("random runs: %llu frames cleaned, %llu of them evicted clean, %llu dropped, %llu left unclean\n",
          (unsigned long long)random_clean[0], (unsigned long long)random_clean[1],
