@@ -4207,7 +4207,7 @@ int main(int argc, char** argv) {
   if (clean_set) setenv("GPUHEAP_CLEAN", "prefill", 1); /* cleaning until each cycle's first eviction */
   random_run(16, ops);
   random_defer = 0;
-  random_run(19, ops);  /* (whose copies run at once: this seed cleans before its cycles' evictions) */
+  random_run(19, ops);  /* (and with the copies run at once) */
   if (clean_set) unsetenv("GPUHEAP_CLEAN");
   CHECK(random_restores > 0 && random_evictions > 0 && random_moves > 0 && random_waits > 0 && random_ordered > 0);
   printf("random runs: %llu frames cleaned, %llu of them evicted clean, %llu dropped, %llu left unclean\n",
