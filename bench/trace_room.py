@@ -68,45 +68,41 @@ def analyse(calls, step=-2, evicted_gb=2.78):
     fwd, bwd = st[k]
     end = st[k + 1][0]
     since = st[k - 1][1] if k else 0  # the forward's first tensors come before its first advice
-    live, size, order, tot = {}, {}, [], 0
-    for i, t in enumerate(calls[:bwd]):
-        if t[0] == "a":
-            live[t[1]] = int(t[2])
-            tot += int(t[2])
-            if i >= since:
-                order.append(t[1])
-                size[t[1]] = int(t[2])
-        elif t[0] == "f":
-            tot -= live.pop(t[1], 0)
-    live0, alive = tot, set(live)
+    live, saved, tot = {}, {}, 0  # saved: the tensors made since the last backward, in order (an address reused: its last)
     drop, used, ahead = [], {}, {}
-    for j, t in enumerate(calls[bwd:end]):
+    for i, t in enumerate(calls[:end]):
         if t[0] == "a":
             live[t[1]] = int(t[2])
             tot += int(t[2])
+            if since <= i < bwd:
+                saved.pop(t[1], None)
+                saved[t[1]] = int(t[2])
         elif t[0] == "f":
             tot -= live.pop(t[1], 0)
-        elif t[0] == "p" and t[1] in alive:
-            used.setdefault(t[1], j)
+        if i == bwd - 1:
+            live0, alive = tot, set(live)
+        if i < bwd:
+            continue
+        if t[0] == "p" and t[1] in alive:
+            used.setdefault(t[1], i - bwd)
         elif t[0] == "h":
-            ahead.setdefault(t[1], j)
+            ahead.setdefault(t[1], i - bwd)
         drop.append(live0 - tot)
     n = len(drop)
     keep = drop[:]
     for j in range(n - 2, -1, -1):
         keep[j] = min(keep[j], keep[j + 1])
     ev, acc = [], 0
-    order = [p for i, p in enumerate(order) if p in alive and p not in order[i + 1:]]  # an address reused: its last tensor
-    for p in order:
+    for p, s in saved.items():
         if acc >= evicted_gb * 1e9:
             break
-        if p in used and size[p] > (1 << 20):
+        if p in alive and p in used and s > (1 << 20):
             ev.append(p)
-            acc += size[p]
+            acc += s
     ev.sort(key=lambda p: used[p])
     held, tensors = [0] * n, []
     for p in ev:
-        u, s = used[p], size[p]
+        u, s = used[p], saved[p]
         i = u
         while i > 0 and drop[i - 1] - held[i - 1] >= s:
             i -= 1
