@@ -56,14 +56,27 @@ gh_tmgr_t* gh_tmgr_global(void) {
   return tm;  /* NULL: creation failed, its detail recorded */
 }
 
+/* The global manager for an allocation on `device` (-1: any): NULL when
+ * there is none, or when it serves another device (one manager a process,
+ * on one device: memory of its device handed to kernels of another would
+ * be read over the interconnect at best). */
+static gh_tmgr_t* gh_adapter_manager(const char* who, int device) {
+  gh_tmgr_t* tm = gh_tmgr_global();
+  if (tm && device >= 0 && device != _gh_tmgr_device(tm)) {
+    _gh_error(GH_ERR_INVAL, "%s: memory asked for on device %d; gpuheap's manager serves device %d only", who, device,
+              _gh_tmgr_device(tm));
+    return NULL;
+  }
+  return tm;
+}
+
 void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
-  (void)device;  /* the global manager serves its own device */
   if (size < 0) {
     _gh_error(GH_ERR_INVAL, "gh_torch_alloc: size %td", size);
     return NULL;
   }
   if (size == 0) return NULL;
-  gh_tmgr_t* tm = gh_tmgr_global();
+  gh_tmgr_t* tm = gh_adapter_manager("gh_torch_alloc", device);
   void* p = NULL;
   if (tm) gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, &p);
   return p;
@@ -77,9 +90,9 @@ void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream) {
 }
 
 void* gh_cupy_malloc(void* param, size_t size, int device) {
-  (void)param, (void)device;
+  (void)param;
   if (size == 0) return NULL;
-  gh_tmgr_t* tm = gh_tmgr_global();
+  gh_tmgr_t* tm = gh_adapter_manager("gh_cupy_malloc", device);
   void* p = NULL;
   if (tm) gh_tensor_alloc(tm, size, GH_KIND_ACTIVATIONS, NULL, &p);
   return p;

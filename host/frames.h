@@ -63,6 +63,9 @@ typedef struct gh_frames_ops_s {
   int (*close)(gh_frames_t* f);
   /* Free bytes of the device (cudaMemGetInfo), for the default budget. */
   int (*device_free)(gh_frames_t* f, size_t* free_bytes, size_t* total_bytes);
+  /* The ordinal of the device the frames are on (the simulation: the one
+   * open was given, 0 for -1). */
+  int (*device)(gh_frames_t* f);
 
   /* Physical allocations: create one of `frames` frames (>= 1) in `tier`
    * (GH_TIER_DEVICE or GH_TIER_HOST); release one that is mapped nowhere. */

@@ -114,6 +114,7 @@ typedef struct gh_sim_stream_s {
 } gh_sim_stream_t;
 
 struct gh_frames_s {
+  int device;           /* as open was given it (0 for -1): the simulation is one device */
   uint8_t* base;
   size_t bytes, frame, n_va;
   gh_pframe_t* mapped;  /* per va frame: the handle mapped there, or 0 */
@@ -151,14 +152,15 @@ static uint32_t gh_sim_fail_stream = 0; /* atomic: stream creations until one fa
 static int gh_sim_tier_ok(gh_tier_t t) { return t == GH_TIER_DEVICE || t == GH_TIER_HOST; }
 
 static int gh_sim_open(gh_frames_t** out, int device, size_t va_bytes, uint8_t** base, size_t* frame_bytes) {
-  (void)device;
-  if (!out || !base || !frame_bytes || va_bytes == 0) return _gh_error(GH_ERR_INVAL, "sim open: bad arguments");
+  if (!out || !base || !frame_bytes || va_bytes == 0 || device < -1)
+    return _gh_error(GH_ERR_INVAL, "sim open: bad arguments");
   *out = NULL;
   const size_t frame = GH_SIM_FRAME_BYTES;
   if (va_bytes > ((size_t)1 << 46)) return _gh_error(GH_ERR_INVAL, "sim open: va_bytes %zu too large", va_bytes);
   const size_t n_va = (va_bytes + frame - 1) / frame;
   gh_frames_t* f = calloc(1, sizeof *f);
   if (!f) return _gh_error(GH_ERR_NOMEM, "sim open: out of memory");
+  f->device = device < 0 ? 0 : device;
   f->frame = frame;
   f->n_va = n_va;
   f->bytes = n_va * frame;
@@ -236,6 +238,8 @@ static int gh_sim_close(gh_frames_t* f) {
   free(f);
   return GH_OK;
 }
+
+static int gh_sim_device(gh_frames_t* f) { return f->device; }
 
 static int gh_sim_device_free(gh_frames_t* f, size_t* free_bytes, size_t* total_bytes) {
   if (!f || !free_bytes || !total_bytes) return _gh_error(GH_ERR_INVAL, "sim device_free: bad arguments");
@@ -694,6 +698,7 @@ const gh_frames_ops_t _gh_frames_sim = {
     .open = gh_sim_open,
     .close = gh_sim_close,
     .device_free = gh_sim_device_free,
+    .device = gh_sim_device,
     .create = gh_sim_create,
     .release = gh_sim_release,
     .map = gh_sim_map,

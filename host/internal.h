@@ -64,6 +64,8 @@ int _gh_heap_online(gh_heap_t* heap, size_t online_bytes);
  * caller may unmap the frames beyond it. */
 int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_bytes);
 gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
+/* The ordinal of the device a tensor manager's frames are on. */
+int _gh_tmgr_device(const gh_tmgr_t* tm);
 /* Both libraries' managed heaps: online_bytes as pages (whole frames,
  * within the heap's n_pages), and keep_bytes as pages rounded up to whole
  * frames (at most n_pages). */

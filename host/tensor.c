@@ -746,6 +746,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   for (unsigned k = 0; k < GH_KIND_COUNT; k++) tm->slab_head[k] = SIZE_MAX;
   rc = ops->open(&tm->fr, o.device, o.va_bytes, &tm->base, &tm->frame);
   if (rc != GH_OK) goto fail;
+  tm->device = ops->device(tm->fr);
   tm->n_va = o.va_bytes / tm->frame;
   tm->heap_vf = heap_vf;
   tm->stage_vf0 = heap_vf;
@@ -1504,6 +1505,8 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->chunk_changes = tm->chunk_changes;
   pthread_mutex_unlock(&tm->pmu);
 }
+
+int _gh_tmgr_device(const gh_tmgr_t* tm) { return tm->device; }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {
   if (!tm || !stats) return _gh_error(GH_ERR_INVAL, "gh_tmgr_stats: NULL argument");

@@ -323,6 +323,7 @@ struct gh_tmgr_s {
 
   const gh_frames_ops_t* ops;
   gh_frames_t* fr;
+  int device;                   /* the frames' device ordinal (ops->device) */
   gh_tmgr_options_t opt;
   uint8_t* base;
   size_t frame, n_va;

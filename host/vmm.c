@@ -400,6 +400,8 @@ static int vmm_close(gh_frames_t* f) {
   return err;
 }
 
+static int vmm_device(gh_frames_t* f) { return f->device; }
+
 static int vmm_device_free(gh_frames_t* f, size_t* free_bytes, size_t* total_bytes) {
   if (f == NULL || free_bytes == NULL || total_bytes == NULL) return _gh_error(GH_ERR_INVAL, "vmm_device_free: NULL");
   const int err = vmm_enter(f);
@@ -675,6 +677,7 @@ const gh_frames_ops_t _gh_frames_vmm = {
     .open = vmm_open,
     .close = vmm_close,
     .device_free = vmm_device_free,
+    .device = vmm_device,
     .create = vmm_create,
     .release = vmm_release,
     .map = vmm_map,

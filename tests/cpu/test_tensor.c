@@ -1478,11 +1478,43 @@ static void adapters(void) {
   gh_cupy_free(NULL, NULL, 0);
   CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
   CHECK_EQ_U64(s.tensors[GH_KIND_ACTIVATIONS], 0);
+  /* Memory of another device than the manager's is refused (the manager
+   * here is on device 0, as the simulation reports for device -1). */
+  CHECK(gh_torch_alloc(1000, 1, streams[1]) == NULL);
+  CHECK(strstr(gh_last_error_detail(), "on device 1") != NULL);
+  CHECK(strstr(gh_last_error_detail(), "serves device 0") != NULL);
+  CHECK(gh_cupy_malloc(NULL, 1000, 3) == NULL);
+  CHECK(strstr(gh_last_error_detail(), "gh_cupy_malloc") != NULL);
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  CHECK_EQ_U64(s.tensors[GH_KIND_ACTIVATIONS], 0);
   CHECK(gh_tmgr_set_global(NULL) == GH_OK);
   CHECK(gh_tmgr_set_global(other) == GH_OK);
   CHECK(gh_tmgr_global() == other);
   CHECK(gh_tmgr_set_global(NULL) == GH_OK);
   CHECK(gh_tmgr_destroy(other) == GH_OK);  /* no tensors, no pool */
+  /* A manager on device 2 serves device 2 (and -1: any), not 0. */
+  gh_tmgr_options_t o2;
+  gh_tmgr_options_init(&o2);
+  o2.backend = GH_BACKEND_SIM;
+  o2.device = 2;
+  o2.device_budget = 8 * MiB;
+  o2.host_budget = 8 * MiB;
+  o2.host_pool_frames = 0;
+  gh_tmgr_t* dev2 = NULL;
+  CHECK(gh_tmgr_create(&dev2, &o2) == GH_OK);
+  if (dev2) {
+    CHECK(gh_tmgr_set_global(dev2) == GH_OK);
+    CHECK(gh_torch_alloc(1000, 0, NULL) == NULL);
+    CHECK(strstr(gh_last_error_detail(), "serves device 2") != NULL);
+    void* r = gh_torch_alloc(1000, 2, NULL);
+    CHECK(r != NULL);
+    void* r2 = gh_cupy_malloc(NULL, 1000, (int)-1);
+    CHECK(r2 != NULL);
+    gh_torch_free(r, 1000, 2, NULL);
+    gh_cupy_free(NULL, r2, 2);
+    CHECK(gh_tmgr_set_global(NULL) == GH_OK);
+    CHECK(gh_tmgr_destroy(dev2) == GH_OK);
+  }
   model_t m = {0};
   drain_and_destroy(tm, &m);
 }
