@@ -43,42 +43,58 @@ int gh_tmgr_set_global(gh_tmgr_t* tm) {
   return rc;
 }
 
-gh_tmgr_t* gh_tmgr_global(void) {
+/* The global manager in *out, made with the defaults if there is none;
+ * the creation's error otherwise (*out NULL). */
+static int gh_global_get(gh_tmgr_t** out) {
   gh_tmgr_t* tm = __atomic_load_n(&gh_global, __ATOMIC_ACQUIRE);
-  if (tm) return tm;
-  pthread_mutex_lock(&gh_global_mu);
-  tm = gh_global;
-  if (!tm && gh_tmgr_create(&tm, NULL) == GH_OK) {
-    gh_global_owned = 1;
-    __atomic_store_n(&gh_global, tm, __ATOMIC_RELEASE);
+  int rc = GH_OK;
+  if (!tm) {
+    pthread_mutex_lock(&gh_global_mu);
+    tm = gh_global;
+    if (!tm && (rc = gh_tmgr_create(&tm, NULL)) == GH_OK) {
+      gh_global_owned = 1;
+      __atomic_store_n(&gh_global, tm, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&gh_global_mu);
   }
-  pthread_mutex_unlock(&gh_global_mu);
+  *out = tm;
+  return rc;
+}
+
+gh_tmgr_t* gh_tmgr_global(void) {
+  gh_tmgr_t* tm;
+  gh_global_get(&tm);
   return tm;  /* NULL: creation failed, its detail recorded */
 }
 
-/* The global manager for an allocation on `device` (-1: any): NULL when
- * there is none, or when it serves another device (one manager a process,
- * on one device: memory of its device handed to kernels of another would
- * be read over the interconnect at best). */
-static gh_tmgr_t* gh_adapter_manager(const char* who, int device) {
-  gh_tmgr_t* tm = gh_tmgr_global();
-  if (tm && device >= 0 && device != _gh_tmgr_device(tm)) {
-    _gh_error(GH_ERR_INVAL, "%s: memory asked for on device %d; gpuheap's manager serves device %d only", who, device,
-              _gh_tmgr_device(tm));
-    return NULL;
-  }
-  return tm;
+/* The global manager for an allocation on `device` (-1: any), in *out;
+ * refused (GH_ERR_INVAL) when it serves another device: one manager a
+ * process, on one device, and memory of its device handed to kernels of
+ * another would be read over the interconnect at best. */
+static int gh_adapter_manager(const char* who, int device, gh_tmgr_t** out) {
+  gh_tmgr_t* tm;
+  const int rc = gh_global_get(&tm);
+  *out = NULL;
+  if (rc != GH_OK) return rc;
+  if (device >= 0 && device != _gh_tmgr_device(tm))
+    return _gh_error(GH_ERR_INVAL, "%s: memory asked for on device %d; gpuheap's manager serves device %d only", who,
+                     device, _gh_tmgr_device(tm));
+  *out = tm;
+  return GH_OK;
+}
+
+int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out) {
+  *out = NULL;
+  if (size < 0) return _gh_error(GH_ERR_INVAL, "gh_torch_alloc: size %td", size);
+  if (size == 0) return GH_OK;
+  gh_tmgr_t* tm;
+  const int rc = gh_adapter_manager("gh_torch_alloc", device, &tm);
+  return rc != GH_OK ? rc : gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, out);
 }
 
 void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
-  if (size < 0) {
-    _gh_error(GH_ERR_INVAL, "gh_torch_alloc: size %td", size);
-    return NULL;
-  }
-  if (size == 0) return NULL;
-  gh_tmgr_t* tm = gh_adapter_manager("gh_torch_alloc", device);
   void* p = NULL;
-  if (tm) gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, &p);
+  _gh_torch_alloc(size, device, stream, &p);
   return p;
 }
 
@@ -92,7 +108,8 @@ void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream) {
 void* gh_cupy_malloc(void* param, size_t size, int device) {
   (void)param;
   if (size == 0) return NULL;
-  gh_tmgr_t* tm = gh_adapter_manager("gh_cupy_malloc", device);
+  gh_tmgr_t* tm;
+  gh_adapter_manager("gh_cupy_malloc", device, &tm);
   void* p = NULL;
   if (tm) gh_tensor_alloc(tm, size, GH_KIND_ACTIVATIONS, NULL, &p);
   return p;

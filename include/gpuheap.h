@@ -443,8 +443,17 @@ int gh_tmgr_set_global(gh_tmgr_t* tm);
 gh_tmgr_t* gh_tmgr_global(void);
 
 /* PyTorch's CUDAPluggableAllocator entry points (kind: activations unless
- * changed with gh_tensor_set_kind). */
+ * changed with gh_tensor_set_kind). Size 0: NULL, no error. Memory for
+ * another device than the manager's is refused (GH_ERR_INVAL).
+ * gh_torch_alloc returns NULL on failure, its detail in
+ * gh_last_error_detail(). gh_torch_alloc_or_throw, the one to give
+ * PyTorch, throws a C++ exception instead (derived from std::bad_alloc; its
+ * message "gpuheap: out of memory (...)" when the budgets are spent,
+ * "gpuheap: GH_ERR_... (...)" otherwise, then the detail): PyTorch turns it
+ * into a Python RuntimeError, where a NULL would become a tensor at address
+ * 0. Call it only from C++ (an exception cannot cross C frames). */
 void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream);
+void* gh_torch_alloc_or_throw(ptrdiff_t size, int device, gh_stream_t stream);
 void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream);
 /* CuPy's CFunctionAllocator entry points (param: unused, may be NULL). */
 void* gh_cupy_malloc(void* param, size_t size, int device);

@@ -155,6 +155,8 @@ PROTOTYPES = {
     "gh_tmgr_set_global": (c_int, [_P], True),
     "gh_tmgr_global": (_P, [], True),
     "gh_torch_alloc": (_P, [ctypes.c_ssize_t, c_int, _P], True),
+    # Throws a C++ exception on failure: for PyTorch only, never called through ctypes.
+    "gh_torch_alloc_or_throw": (_P, [ctypes.c_ssize_t, c_int, _P], True),
     "gh_torch_free": (None, [_P, ctypes.c_ssize_t, c_int, _P], True),
     "gh_cupy_malloc": (_P, [_P, c_size_t, c_int], True),
     "gh_cupy_free": (None, [_P, _P, c_int], True),

@@ -99,7 +99,10 @@ def enable(device_budget=None, host_budget=None, **options):
         try:
             mem = torch.cuda.memory
             Pluggable = getattr(mem, "CUDAPluggableAllocator", None) or torch.cuda.CUDAPluggableAllocator
-            alloc = Pluggable(path, "gh_torch_alloc", "gh_torch_free")
+            # The entry point that throws: PyTorch turns a C++ exception from
+            # it into a RuntimeError, where a NULL would become a tensor at
+            # address 0 that faults at its first kernel.
+            alloc = Pluggable(path, "gh_torch_alloc_or_throw", "gh_torch_free")
             mem.change_current_allocator(alloc)
         except RuntimeError as e:
             _unset_global(m)

@@ -1672,7 +1672,7 @@ class TestTorchEnableWithFake(unittest.TestCase):
             import gpuheap, gpuheap.torch, torch
             m = gpuheap.torch.enable(device_budget='64MiB', host_budget='64MiB', backend='sim', host_pool_frames=0)
             a = torch.STATE['installed']
-            assert a.args == (gpuheap.library_path(), 'gh_torch_alloc', 'gh_torch_free'), a.args
+            assert a.args == (gpuheap.library_path(), 'gh_torch_alloc_or_throw', 'gh_torch_free'), a.args
             assert gpuheap.torch.enable() is m
             assert gpuheap.global_manager() is m
             # the entry point PyTorch will call serves from this manager

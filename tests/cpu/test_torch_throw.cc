@@ -1,0 +1,91 @@
+/* gh_torch_alloc_or_throw, PyTorch's entry point: a C++ exception where
+ * gh_torch_alloc returns NULL (spent budgets, another device, a negative
+ * size), nothing for size 0, and nothing left allocated by a failure. On
+ * the simulated frames. */
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "gpuheap.h"
+
+static int failures = 0;
+#define CHECK(c)                                                       \
+  do {                                                                 \
+    if (!(c)) {                                                        \
+      std::fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); \
+      failures++;                                                      \
+    }                                                                  \
+  } while (0)
+
+static const size_t MiB = (size_t)1 << 20;
+
+/* The message of the exception gh_torch_alloc_or_throw(size, device)
+ * throws, or "" when it returns (the pointer in *p). */
+static std::string thrown(ptrdiff_t size, int device, void** p) {
+  *p = nullptr;
+  try {
+    *p = gh_torch_alloc_or_throw(size, device, nullptr);
+  } catch (const std::bad_alloc& e) {
+    return e.what();
+  }
+  return "";
+}
+
+static size_t live(gh_tmgr_t* tm) {
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  return s.tensors[GH_KIND_ACTIVATIONS];
+}
+
+int main() {
+  gh_tmgr_options_t o;
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_SIM;
+  o.device_budget = 8 * MiB;
+  o.host_budget = 8 * MiB;
+  o.host_pool_frames = 0;
+  gh_tmgr_t* tm = nullptr;
+  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  if (!tm) return 1;
+  CHECK(gh_tmgr_set_global(tm) == GH_OK);
+
+  void* p;
+  CHECK(thrown(3 * MiB, 0, &p).empty() && p != nullptr);  /* within the budget */
+  void* z;
+  CHECK(thrown(0, 0, &z).empty() && z == nullptr);        /* empty: NULL, no exception */
+  CHECK(live(tm) == 1);
+
+  void* q;
+  std::string m = thrown(64 * MiB, 0, &q);                /* more than both budgets */
+  std::printf("spent budgets: %s\n", m.c_str());
+  CHECK(q == nullptr);
+  CHECK(m.rfind("gpuheap: out of memory (67108864 bytes on device 0)", 0) == 0);
+  CHECK(m.find(": ", std::strlen("gpuheap: out of memory")) != std::string::npos);  /* the detail follows */
+
+  m = thrown(MiB, 1, &q);                                 /* another device */
+  std::printf("another device: %s\n", m.c_str());
+  CHECK(q == nullptr);
+  CHECK(m.rfind("gpuheap: GH_ERR_INVAL (1048576 bytes on device 1)", 0) == 0);
+  CHECK(m.find("serves device 0") != std::string::npos);
+
+  m = thrown(-5, 0, &q);                                  /* a negative size */
+  CHECK(q == nullptr);
+  CHECK(m.rfind("gpuheap: GH_ERR_INVAL", 0) == 0);
+
+  CHECK(live(tm) == 1);                                   /* the failures left nothing behind */
+  void* r;
+  CHECK(thrown(4 * MiB, 0, &r).empty() && r != nullptr);  /* and the manager still serves */
+  gh_torch_free(r, 4 * MiB, 0, nullptr);
+  gh_torch_free(p, 3 * MiB, 0, nullptr);
+  CHECK(live(tm) == 0);
+  CHECK(gh_tmgr_set_global(nullptr) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+  if (failures) {
+    std::fprintf(stderr, "test_torch_throw: %d checks failed\n", failures);
+    return 1;
+  }
+  std::printf("test_torch_throw: all checks passed\n");
+  return 0;
+}
