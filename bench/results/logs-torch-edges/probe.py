@@ -34,6 +34,31 @@ def p_oom_once():
     return out
 
 
+def p_oom_null():
+    """The same as oom_once through gh_torch_alloc (NULL on failure)
+    installed by hand: what PyTorch does with a NULL."""
+    import torch, gpuheap
+    m = gpuheap.Manager(device_budget="256MiB", host_budget="256MiB")
+    m.set_global()
+    torch.cuda.memory.change_current_allocator(
+        torch.cuda.memory.CUDAPluggableAllocator(gpuheap.library_path(), "gh_torch_alloc", "gh_torch_free"))
+    out = {}
+    try:
+        x = torch.empty(600 * MiB, dtype=torch.uint8, device="cuda")
+        out["ptr"] = x.data_ptr()
+        x.fill_(1)
+        torch.cuda.synchronize()
+        out["result"] = "no error"
+    except BaseException as e:
+        out["result"] = f"{type(e).__module__}.{type(e).__name__}: {str(e)[:300]}"
+    try:
+        y = torch.ones(1 * MiB, device="cuda")
+        out["after"] = float(y.sum().item())
+    except BaseException as e:
+        out["after"] = f"{type(e).__name__}: {str(e)[:200]}"
+    return out
+
+
 def p_oom_loop():
     import torch, gpuheap.torch as ght
     ght.enable(device_budget="256MiB", host_budget="256MiB")
