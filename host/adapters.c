@@ -88,8 +88,18 @@ int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out) 
   if (size < 0) return _gh_error(GH_ERR_INVAL, "gh_torch_alloc: size %td", size);
   if (size == 0) return GH_OK;
   gh_tmgr_t* tm;
-  const int rc = gh_adapter_manager("gh_torch_alloc", device, &tm);
-  return rc != GH_OK ? rc : gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, out);
+  int rc = gh_adapter_manager("gh_torch_alloc", device, &tm);
+  if (rc != GH_OK) return rc;
+  /* PyTorch gives a pluggable allocator no graph pool: memory handed out
+   * during a capture would go back to the manager when PyTorch frees it at
+   * the capture's end and be reused while every replay still writes it. */
+  int capturing = 0;
+  if ((rc = _gh_tmgr_stream_capturing(tm, stream, &capturing)) != GH_OK) return rc;
+  if (capturing)
+    return _gh_error(GH_ERR_UNSUPPORTED,
+                     "gh_torch_alloc: the stream is capturing a CUDA graph; gpuheap cannot keep a graph's memory "
+                     "from reuse (PyTorch gives pluggable allocators no graph pool): capture without gpuheap");
+  return gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, out);
 }
 
 void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {

@@ -90,6 +90,10 @@ typedef struct gh_frames_ops_s {
    * frame-aligned. */
   int (*copy_to_host)(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream);
   int (*stream_sync)(gh_frames_t* f, gh_stream_t stream);
+  /* *capturing: whether `stream` is capturing a CUDA graph (or is the
+   * legacy stream while another stream captures). Safe without the
+   * provider lock (the framework adapters ask before each allocation). */
+  int (*stream_capturing)(gh_frames_t* f, gh_stream_t stream, int* capturing);
   /* Record an event on stream (the provider allocates it); query returns
    * GH_OK when the stream has reached it, GH_ERR_BUSY while not; sync waits;
    * destroy frees it. */

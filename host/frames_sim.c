@@ -115,6 +115,7 @@ typedef struct gh_sim_stream_s {
 
 struct gh_frames_s {
   int device;           /* as open was given it (0 for -1): the simulation is one device */
+  gh_stream_t capture;  /* the stream tests say is capturing a graph (read atomically), or NULL */
   uint8_t* base;
   size_t bytes, frame, n_va;
   gh_pframe_t* mapped;  /* per va frame: the handle mapped there, or 0 */
@@ -604,6 +605,13 @@ static int gh_sim_stream_sync_or_run(gh_frames_t* f, gh_stream_t stream, int can
   return GH_OK;
 }
 static int gh_sim_stream_sync(gh_frames_t* f, gh_stream_t stream) { return gh_sim_stream_sync_or_run(f, stream, 1); }
+
+static int gh_sim_stream_capturing(gh_frames_t* f, gh_stream_t stream, int* capturing) {
+  if (!f || !capturing) return _gh_error(GH_ERR_INVAL, "sim stream_capturing: NULL");
+  const gh_stream_t c = __atomic_load_n(&f->capture, __ATOMIC_ACQUIRE);
+  *capturing = c != NULL && c == stream;
+  return GH_OK;
+}
 int _gh_frames_sim_run_stream(gh_frames_t* f, gh_stream_t stream) { return gh_sim_stream_sync_or_run(f, stream, 0); }
 
 static int gh_sim_word_alloc(gh_frames_t* f, uint32_t** out) {
@@ -708,6 +716,7 @@ const gh_frames_ops_t _gh_frames_sim = {
     .copy = gh_sim_copy,
     .copy_to_host = gh_sim_copy_to_host,
     .stream_sync = gh_sim_stream_sync,
+    .stream_capturing = gh_sim_stream_capturing,
     .event_record = gh_sim_event_record,
     .event_query = gh_sim_event_query,
     .event_sync = gh_sim_event_sync,
@@ -725,6 +734,10 @@ void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames
     if (e->left > lag) e->left = lag;
   f->tier[GH_TIER_DEVICE].limit = device_frames;
   f->tier[GH_TIER_HOST].limit = host_frames;
+}
+
+void _gh_frames_sim_capture(gh_frames_t* f, gh_stream_t stream) {
+  if (f) __atomic_store_n(&f->capture, stream, __ATOMIC_RELEASE);
 }
 
 void _gh_frames_sim_defer(gh_frames_t* f, int on) {

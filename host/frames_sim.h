@@ -25,6 +25,8 @@ size_t _gh_frames_sim_leaked_total(void);
 /* Defer copies until something waits for them (on), or run the deferred
  * ones and copy at once again (off, the default): see frames_sim.c. */
 void _gh_frames_sim_defer(gh_frames_t* f, int on);
+/* Tests: `stream` reads as capturing a CUDA graph from now on (NULL: none). */
+void _gh_frames_sim_capture(gh_frames_t* f, gh_stream_t stream);
 /* With copies deferred: also run, at random moments (seeded; 0: off, the
  * default), a queued copy that a GPU could run already though nothing
  * waits for it yet (see frames_sim.c); and the copies run so early so far.

@@ -66,6 +66,8 @@ int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_byt
 gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
 /* The ordinal of the device a tensor manager's frames are on. */
 int _gh_tmgr_device(const gh_tmgr_t* tm);
+/* Whether `stream` is capturing a CUDA graph (the provider's answer). */
+int _gh_tmgr_stream_capturing(gh_tmgr_t* tm, gh_stream_t stream, int* capturing);
 /* gh_torch_alloc with its error code (*out NULL on failure and for size 0). */
 int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out);
 /* Both libraries' managed heaps: online_bytes as pages (whole frames,

@@ -1508,6 +1508,10 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
 
 int _gh_tmgr_device(const gh_tmgr_t* tm) { return tm->device; }
 
+int _gh_tmgr_stream_capturing(gh_tmgr_t* tm, gh_stream_t stream, int* capturing) {
+  return tm->ops->stream_capturing(tm->fr, stream, capturing);
+}
+
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {
   if (!tm || !stats) return _gh_error(GH_ERR_INVAL, "gh_tmgr_stats: NULL argument");
   _gh_tm_lock(tm);

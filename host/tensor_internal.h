@@ -55,6 +55,8 @@ int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, si
  * so far has run": the deferred copies it waits for run. _gh_tmgr_sim_counts:
  * deferred copies not run yet, and the provider's stream_wait calls. */
 int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on);
+/* Tests only, simulation: `stream` reads as capturing a CUDA graph (NULL: none). */
+int _gh_tmgr_sim_capture(gh_tmgr_t* tm, gh_stream_t stream);
 /* Tests only: eager runs of deferred copies (seed; 0: off; see
  * _gh_frames_sim_eager), and the copies run early so far (runs may be NULL). */
 int _gh_tmgr_sim_eager(gh_tmgr_t* tm, uint64_t seed, uint64_t* runs);

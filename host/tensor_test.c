@@ -47,6 +47,13 @@ int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on) {
   return GH_OK;
 }
 
+int _gh_tmgr_sim_capture(gh_tmgr_t* tm, gh_stream_t stream) {
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
+  _gh_frames_sim_capture(tm->fr, stream);
+  return GH_OK;
+}
+
 int _gh_tmgr_sim_eager(gh_tmgr_t* tm, uint64_t seed, uint64_t* runs) {
   const int sim = gh_tm_sim_only(tm);
   if (sim != GH_OK) return sim;

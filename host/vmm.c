@@ -593,6 +593,25 @@ static int vmm_stream_sync(gh_frames_t* f, gh_stream_t stream) {
   return GH_OK;
 }
 
+static int vmm_stream_capturing(gh_frames_t* f, gh_stream_t stream, int* capturing) {
+  if (f == NULL || capturing == NULL) return _gh_error(GH_ERR_INVAL, "vmm_stream_capturing: NULL");
+  *capturing = 0;
+  const int err = vmm_enter(f);
+  if (err != GH_OK) return err;
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  const cudaError_t ce = cudaStreamIsCapturing((cudaStream_t)stream, &st);
+  if (ce != cudaSuccess) {
+    (void)cudaGetLastError();  /* not the program's error: leave none behind for its own checks */
+    if (ce == cudaErrorStreamCaptureImplicit) { /* the legacy stream, another stream capturing */
+      *capturing = 1;
+      return GH_OK;
+    }
+    return _gh_cuda_error((int)ce, "cudaStreamIsCapturing", __FILE__, __LINE__);
+  }
+  *capturing = st != cudaStreamCaptureStatusNone;
+  return GH_OK;
+}
+
 static int vmm_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* out) {
   if (f == NULL || out == NULL) return _gh_error(GH_ERR_INVAL, "vmm_event_record: NULL");
   const int err = vmm_enter(f);
@@ -687,6 +706,7 @@ const gh_frames_ops_t _gh_frames_vmm = {
     .copy = vmm_copy,
     .copy_to_host = vmm_copy_to_host,
     .stream_sync = vmm_stream_sync,
+    .stream_capturing = vmm_stream_capturing,
     .event_record = vmm_event_record,
     .event_query = vmm_event_query,
     .event_sync = vmm_event_sync,

@@ -1478,6 +1478,18 @@ static void adapters(void) {
   gh_cupy_free(NULL, NULL, 0);
   CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
   CHECK_EQ_U64(s.tensors[GH_KIND_ACTIVATIONS], 0);
+  /* No memory for a stream that is capturing a CUDA graph: the graph would
+   * keep its address after PyTorch freed it. Other streams still get it. */
+  CHECK(_gh_tmgr_sim_capture(tm, streams[2]) == GH_OK);
+  CHECK(gh_torch_alloc(1000, 0, streams[2]) == NULL);
+  CHECK(strstr(gh_last_error_detail(), "capturing a CUDA graph") != NULL);
+  void* c1 = gh_torch_alloc(1000, 0, streams[0]);
+  CHECK(c1 != NULL);
+  CHECK(_gh_tmgr_sim_capture(tm, NULL) == GH_OK);
+  void* c2 = gh_torch_alloc(1000, 0, streams[2]);
+  CHECK(c2 != NULL);
+  gh_torch_free(c1, 1000, 0, streams[0]);
+  gh_torch_free(c2, 1000, 0, streams[2]);
   /* Memory of another device than the manager's is refused (the manager
    * here is on device 0, as the simulation reports for device -1). */
   CHECK(gh_torch_alloc(1000, 1, streams[1]) == NULL);

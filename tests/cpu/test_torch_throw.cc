@@ -2,6 +2,7 @@
  * gh_torch_alloc returns NULL (spent budgets, another device, a negative
  * size), nothing for size 0, and nothing left allocated by a failure. On
  * the simulated frames. */
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "gpuheap.h"
+#include "../../host/tensor_internal.h" /* _gh_tmgr_sim_capture */
 
 static int failures = 0;
 #define CHECK(c)                                                       \
@@ -69,6 +71,17 @@ int main() {
   CHECK(q == nullptr);
   CHECK(m.rfind("gpuheap: GH_ERR_INVAL (1048576 bytes on device 1)", 0) == 0);
   CHECK(m.find("serves device 0") != std::string::npos);
+
+  CHECK(_gh_tmgr_sim_capture(tm, (gh_stream_t)(uintptr_t)0x1000) == GH_OK);  /* a stream capturing a graph */
+  try {
+    q = gh_torch_alloc_or_throw(MiB, 0, (gh_stream_t)(uintptr_t)0x1000);
+    CHECK(!"no exception during a capture");
+  } catch (const std::bad_alloc& e) {
+    std::printf("capturing: %s\n", e.what());
+    CHECK(std::string(e.what()).rfind("gpuheap: GH_ERR_UNSUPPORTED (1048576 bytes on device 0)", 0) == 0);
+    CHECK(std::strstr(e.what(), "capturing a CUDA graph") != nullptr);
+  }
+  CHECK(_gh_tmgr_sim_capture(tm, nullptr) == GH_OK);
 
   m = thrown(-5, 0, &q);                                  /* a negative size */
   CHECK(q == nullptr);
