@@ -10,7 +10,9 @@ memory budget, cold frames on the host at the same address.
     loss.backward()
 
 enable() installs gpuheap through torch.cuda.memory.CUDAPluggableAllocator
-(gh_torch_alloc / gh_torch_free of libgpuheap.so); it must run before
+(gh_torch_alloc_or_throw / gh_torch_free of libgpuheap.so: out of memory is
+a RuntimeError "gpuheap: out of memory (...)", and CUDA graph capture is
+refused; python/README.md, "Limits"); it must run before
 PyTorch initializes CUDA, because PyTorch refuses to swap an allocator that
 has been used. The per-tensor calls (set_kind, pin, unpin, advise, evict,
 prefetch, tier) take a CUDA tensor and act on its *storage*:

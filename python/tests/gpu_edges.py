@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""GPU test: PyTorch and CuPy on gpuheap at the edges that users of
+pluggable allocators meet, each case in a fresh interpreter (the allocator
+is chosen once a process):
+
+  oom       both budgets spent (256 MiB each): the request that fits
+            neither raises a RuntimeError "gpuheap: out of memory (...)"
+            (PyTorch makes a tensor at address 0 of a NULL, which faults
+            and ends the CUDA context: bench/results/logs-torch-edges/),
+            the tensors made before it read back their fill, and the
+            process goes on allocating and computing.
+  graph     torch.cuda.graph capture: refused at its first allocation
+            (RuntimeError naming the capture): a pluggable allocator gets
+            no graph pool, and memory handed out during a capture would be
+            reused while every replay still writes it (the probe saw a
+            tensor made after the capture overwritten by a replay). The
+            process goes on.
+  compile   torch.compile (Inductor, no CUDA graphs): forward and
+            backward on gpuheap, outputs equal to eager within 1e-5.
+  device    (two devices or more) a tensor on a device the manager does
+            not serve: RuntimeError naming both devices.
+  cupy_oom  CuPy, both budgets spent: cupy's OutOfMemoryError naming
+            gpuheap, and the process goes on.
+
+    python3 python/tests/gpu_edges.py
+
+Exit: 0 pass, 1 fail, 77 skipped (no PyTorch, no CUDA device, no libgpuheap).
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict
+
+MiB = 1 << 20
+CASES = ("oom", "graph", "compile", "device", "cupy_oom")
+
+
+def err(e):
+    return f"{type(e).__module__}.{type(e).__name__}: {e}"
+
+
+def enable_or_skip(**kw):
+    sys.path.insert(0, PYDIR)
+    import gpuheap
+    import gpuheap.torch as ght
+    try:
+        ght.enable(**kw)
+    except gpuheap.Error as e:
+        if e.code in (gpuheap.ERR_UNSUPPORTED, gpuheap.ERR_NO_DEVICE) or "libgpuheap" in str(e):
+            log(f"gpu_edges: skipped: {e}")
+            sys.exit(SKIP)
+        raise
+    return ght
+
+
+def case_oom(torch):
+    enable_or_skip(device_budget="256MiB", host_budget="256MiB")
+    keep, out = [], {}
+    try:
+        for i in range(64):
+            t = torch.empty(32 * MiB, dtype=torch.uint8, device="cuda")
+            t.fill_(i + 1)
+            keep.append(t)
+        out["error"] = None
+    except RuntimeError as e:
+        out["error"] = str(e)
+    out["kept"] = len(keep)
+    torch.cuda.synchronize()
+    out["kept_ok"] = all(int(t[0].item()) == i + 1 and int(t[-1].item()) == i + 1 for i, t in enumerate(keep))
+    del keep
+    y = torch.ones(4 * MiB, device="cuda")
+    out["after"] = float(y.sum().item())
+    return out
+
+
+def case_graph(torch):
+    enable_or_skip()
+    x = torch.full((MiB,), 1.0, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = (x * 2) * 3 + 1  # warm up on the side stream, as PyTorch asks before a capture
+    torch.cuda.current_stream().wait_stream(s)
+    out = {"error": None}
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            y = (x * 2) * 3 + 1
+    except RuntimeError as e:
+        out["error"] = str(e)
+    torch.cuda.synchronize()
+    z = x * 4 + 1
+    out["after"] = float(z.sum().item())
+    return out
+
+
+def case_compile(torch):
+    enable_or_skip()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+    x = torch.randn(64, 256, device="cuda")
+    ref = m(x).detach().clone()
+    cm = torch.compile(m)
+    for _ in range(3):
+        cm(x).sum().backward()
+    torch.cuda.synchronize()
+    return {"max_diff": float((cm(x) - ref).abs().max().item())}
+
+
+def case_device(torch):
+    if torch.cuda.device_count() < 2:
+        return {"skipped": "one CUDA device"}
+    enable_or_skip(device=0)
+    a = torch.ones(MiB, device="cuda:0")
+    out = {"error": None, "dev0": float(a.sum().item())}
+    try:
+        torch.ones(MiB, device="cuda:1")
+    except RuntimeError as e:
+        out["error"] = str(e)
+    return out
+
+
+def case_cupy_oom(torch):
+    try:
+        import cupy
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        return {"skipped": f"cupy: {e}"}
+    sys.path.insert(0, PYDIR)
+    import gpuheap.cupy as ghc
+    ghc.enable(device_budget="256MiB", host_budget="256MiB")
+    out = {"error": None}
+    try:
+        cupy.empty(600 * MiB, dtype=cupy.uint8).fill(1)
+    except cupy.cuda.memory.OutOfMemoryError as e:
+        out["error"] = str(e)
+    out["after"] = float(cupy.ones(MiB, dtype=cupy.float32).sum())
+    return out
+
+
+def check(name, r):
+    """The failures of case `name`'s result r."""
+    f = []
+    if r.get("skipped"):
+        return f
+    if name == "oom":
+        if not (r["error"] or "").startswith("gpuheap: out of memory (33554432 bytes on device"):
+            f.append(f"oom: the request past both budgets gave {r['error']!r}")
+        if not 8 <= r["kept"] <= 16:
+            f.append(f"oom: {r['kept']} tensors of 32 MiB before the error (256 MiB a tier: 8-16)")
+        if not r["kept_ok"]:
+            f.append("oom: a tensor made before the error lost its fill")
+    if name == "graph" and "capturing a CUDA graph" not in (r["error"] or ""):
+        f.append(f"graph: the capture gave {r['error']!r}, not gpuheap's refusal")
+    if name in ("oom", "graph", "cupy_oom") and r.get("after") != {"oom": 4.0 * MiB, "graph": 5.0 * MiB,
+                                                                  "cupy_oom": 1.0 * MiB}[name]:
+        f.append(f"{name}: after the error the process computed {r.get('after')!r}")
+    if name == "compile" and not r["max_diff"] <= 1e-5:
+        f.append(f"compile: outputs differ from eager by {r['max_diff']}")
+    if name == "device" and not ("device 1" in (r["error"] or "") and "serves device 0" in (r["error"] or "")):
+        f.append(f"device: a tensor on cuda:1 gave {r['error']!r}")
+    if name == "cupy_oom" and "gpuheap" not in (r["error"] or ""):
+        f.append(f"cupy_oom: the array past both budgets gave {r['error']!r}")
+    return f
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", choices=CASES, help="one case in this process (internal)")
+    ap.add_argument("--out", help="the case's JSON result (internal)")
+    a = ap.parse_args()
+    if a.only:
+        torch = torch_or_skip("gpu_edges")
+        r = globals()["case_" + a.only](torch)
+        with open(a.out, "w") as f:
+            json.dump(r, f)
+        return 0
+    torch_or_skip("gpu_edges")
+    fails, results = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in CASES:
+            r, rc = run_child(__file__, ["--only", name], os.path.join(tmp, name + ".json"), f"gpu_edges: {name}", 300)
+            if rc == SKIP:
+                return SKIP
+            if rc != 0:
+                fails.append(f"{name}: the case's process failed")
+                continue
+            log(f"gpu_edges: {name}: {json.dumps(r)[:400]}")
+            results[name] = r
+            fails += check(name, r)
+    return verdict("gpu_edges", fails, lambda: ", ".join(
+        f"{n} {'skipped' if r.get('skipped') else 'ok'}" for n, r in results.items()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
