@@ -156,6 +156,41 @@ def p_cupy_oom():
     return out
 
 
+def _race(torch):
+    """A tensor written on a side stream after a long spin, record_stream'ed
+    there, dropped on the main stream; a new tensor of its size zeroed on
+    the main stream. Corrupted: elements of the new one not zero."""
+    n = 16 * MiB // 4
+    x = torch.zeros(n, device="cuda")
+    torch.cuda.synchronize()
+    old = x.data_ptr()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(int(5e8))
+        x.fill_(7.0)
+    x.record_stream(side)
+    del x
+    y = torch.zeros(n, device="cuda")
+    torch.cuda.synchronize()
+    return {"same_address": y.data_ptr() == old, "corrupted": int((y != 0).sum().item())}
+
+
+def p_race_torch():
+    import torch
+    return _race(torch)
+
+
+def p_race_gpuheap():
+    import torch, gpuheap.torch as ght
+    ght.enable()
+    out = _race(torch)
+    a = torch.cuda.memory.get_current_allocator() if hasattr(torch.cuda.memory, "get_current_allocator") else None
+    inner = ght._allocator.allocator() if ght._allocator is not None else None
+    out["allocator_attrs"] = sorted(n for n in dir(inner) if not n.startswith("__")) if inner is not None else None
+    return out
+
+
 PROBES = {n[2:]: f for n, f in globals().items() if n.startswith("p_")}
 
 
