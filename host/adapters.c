@@ -108,6 +108,12 @@ void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
   return p;
 }
 
+void gh_torch_record_stream(void* ptr, gh_stream_t stream) {
+  if (!ptr) return;
+  gh_tmgr_t* tm = gh_tmgr_global();
+  if (tm) gh_tensor_record_stream(tm, ptr, stream);
+}
+
 void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream) {
   (void)size, (void)device;
   if (!ptr) return;

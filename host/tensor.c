@@ -1061,6 +1061,29 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   return rc;
 }
 
+/* Before t's free on `stream`: that stream waits (on the GPU; the host
+ * where it cannot) for the work queued so far on the streams
+ * gh_tensor_record_stream named, so that whatever takes the memory after
+ * the free, on `stream` or after its event, comes after that work. An
+ * error leaves everything as it was (the waits queued so far only delay
+ * `stream`). */
+static int gh_tm_free_after_recorded(gh_tmgr_t* tm, const gh_tensor_t* t, gh_stream_t stream) {
+  const gh_stream_t* s = t->rec_many ? tm->streams : t->streams;
+  const size_t n = t->rec_many ? tm->n_streams : t->nstreams;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == stream || (!t->rec_many && !(t->rec & (1u << i)))) continue;
+    gh_fevent_t e = 0;
+    int rc = GH_P(tm, tm->ops->event_record(tm->fr, s[i], &e));
+    if (rc == GH_OK) {
+      if ((rc = GH_P(tm, tm->ops->stream_wait(tm->fr, stream, e))) != GH_OK)
+        rc = GH_P(tm, tm->ops->event_sync(tm->fr, e));
+      GH_P(tm, tm->ops->event_destroy(tm->fr, e));
+    }
+    if (rc != GH_OK) return rc;
+  }
+  return GH_OK;
+}
+
 int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_free: NULL manager");
   if (!ptr) return GH_OK;  /* as free(NULL) */
@@ -1068,6 +1091,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
   pthread_mutex_lock(&tm->mu);
   gh_tensor_t* t = ptr ? gh_tm_find(tm, ptr) : NULL;
   int rc = t ? _gh_tm_stream_seen(tm, stream) : gh_tm_bad_ptr(tm, ptr, "gh_tensor_free");
+  if (rc == GH_OK && (t->rec || t->rec_many)) rc = gh_tm_free_after_recorded(tm, t, stream);
   if (rc == GH_OK) {
     gh_tm_hash_remove(tm, t);
     gh_tm_list_unlink(&tm->live_head, t);
@@ -1103,6 +1127,27 @@ static gh_tensor_t* gh_tm_enter(gh_tmgr_t* tm, const void* ptr, const char* what
   gh_tensor_t* t = ptr ? gh_tm_find(tm, ptr) : NULL;
   *rc = t ? GH_OK : gh_tm_bad_ptr(tm, ptr, what);
   return t;
+}
+
+int gh_tensor_record_stream(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tensor_record_stream: NULL manager");
+  int rc;
+  const uint64_t t0 = gh_tm_call_t0(tm);
+  gh_tensor_t* t = gh_tm_enter(tm, ptr, "gh_tensor_record_stream", &rc);
+  if (rc == GH_OK) rc = _gh_tm_stream_seen(tm, stream);
+  if (rc == GH_OK) {
+    _gh_tm_stream_join(tm, t, stream);  /* its moves wait for this stream too */
+    unsigned i = 0;
+    while (i < t->nstreams && t->streams[i] != stream) i++;
+    if (i < t->nstreams && !t->many_streams)
+      t->rec |= (uint8_t)(1u << i);
+    else
+      t->rec_many = 1;
+  }
+  /* Not in the call trace: a replay runs without the streams' work. */
+  gh_tm_call_end(tm, GH_TM_CALL_OTHER, t0);
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
 }
 
 /* What a prefetch does to a tensor once its frames moved (its stream was

@@ -207,6 +207,8 @@ struct gh_tensor_s {
   uint8_t quiet;  /* advised GH_ADVICE_QUIET: its moves wait for quiet_ev[0..quiet), not its streams */
   uint8_t unsettled;  /* freed, its frames' counts not updated yet: GH_TM_UNSETTLED | _WARM | _PINNED */
   uint8_t clean_wait; /* in tm->clean_q: to be cleaned once its advice's events are complete */
+  uint8_t rec;        /* bit i: streams[i] was named by gh_tensor_record_stream */
+  uint8_t rec_many;   /* one such stream did not fit streams[]: the free waits for every stream seen */
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
   gh_fevent_t quiet_ev[GH_TM_TENSOR_STREAMS]; /* recorded on its streams at the advice */
   gh_fevent_t ahead_ev;            /* prefetched ahead: after its copies; its users wait at the next use (_gh_tm_ahead_join) */

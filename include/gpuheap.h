@@ -274,6 +274,13 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
  * can make.) GH_ERR_FOREIGN for a pointer that is no tensor's start,
  * GH_ERR_DOUBLE_FREE for one freed already. */
 int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
+/* The tensor is used on `stream` too, and its memory must not be reused
+ * before the work queued on `stream` up to the tensor's free is done
+ * (PyTorch's record_stream). Its free then makes the free's stream wait
+ * on the GPU for that work (the host waits where the GPU cannot), one
+ * event a stream so named; its moves wait for `stream` as for its other
+ * streams. GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
+int gh_tensor_record_stream(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 /* Hints: bring the tensor's frames to the device now (evicting others if
  * needed), or mark it cold and move its frames to the host now. Frames
  * shared with other tensors move only when all of them are cold.
@@ -454,6 +461,12 @@ gh_tmgr_t* gh_tmgr_global(void);
  * 0. Call it only from C++ (an exception cannot cross C frames). */
 void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream);
 void* gh_torch_alloc_or_throw(ptrdiff_t size, int device, gh_stream_t stream);
+/* PyTorch's record-stream callback (set_record_stream_fn of the pluggable
+ * allocator): gh_tensor_record_stream on the global manager; a failure is
+ * ignored, its detail recorded. Without it PyTorch's record_stream does
+ * nothing under a pluggable allocator, and the memory of a tensor used on
+ * a side stream could be reused while that stream still writes it. */
+void gh_torch_record_stream(void* ptr, gh_stream_t stream);
 void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream);
 /* CuPy's CFunctionAllocator entry points (param: unused, may be NULL). */
 void* gh_cupy_malloc(void* param, size_t size, int device);

@@ -492,6 +492,13 @@ class Manager:
             return
         _check(self._lib.gh_tensor_free(self.handle, _ptr(ptr, "gh_tensor_free"), _stream(stream)), "gh_tensor_free")
 
+    def record_stream(self, ptr, stream=None):
+        """gh_tensor_record_stream: the tensor is used on `stream` too, and its
+        memory is not reused before the work queued there up to its free is
+        done (its free makes the free's stream wait for it on the GPU)."""
+        _check(self._lib.gh_tensor_record_stream(self.handle, _ptr(ptr, "gh_tensor_record_stream"), _stream(stream)),
+               "gh_tensor_record_stream")
+
     def prefetch(self, ptr, stream=None):
         """gh_tensor_prefetch: bring the tensor's frames to the device now and
         add `stream` to the streams it is used on; clears a cold advice. On a

@@ -136,6 +136,7 @@ PROTOTYPES = {
     "gh_tensor_alloc": (c_int, [_P, c_size_t, c_int, _P, _PP], True),
     "gh_tensor_free": (c_int, [_P, _P, _P], True),
     "gh_tensor_prefetch": (c_int, [_P, _P, _P], True),
+    "gh_tensor_record_stream": (c_int, [_P, _P, _P], True),
     "gh_tensor_evict": (c_int, [_P, _P], True),
     "gh_tensor_prefetch_many": (c_int, [_P, _PP, c_size_t, _P], False),
     "gh_tensor_prefetch_ahead": (c_int, [_P, _P, _P], False),
@@ -158,6 +159,7 @@ PROTOTYPES = {
     # Throws a C++ exception on failure: for PyTorch only, never called through ctypes.
     "gh_torch_alloc_or_throw": (_P, [ctypes.c_ssize_t, c_int, _P], True),
     "gh_torch_free": (None, [_P, ctypes.c_ssize_t, c_int, _P], True),
+    "gh_torch_record_stream": (None, [_P, _P], True),
     "gh_cupy_malloc": (_P, [_P, c_size_t, c_int], True),
     "gh_cupy_free": (None, [_P, _P, c_int], True),
 }

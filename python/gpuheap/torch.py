@@ -105,6 +105,7 @@ def enable(device_budget=None, host_budget=None, **options):
             # it into a RuntimeError, where a NULL would become a tensor at
             # address 0 that faults at its first kernel.
             alloc = Pluggable(path, "gh_torch_alloc_or_throw", "gh_torch_free")
+            _set_record_stream(alloc)
             mem.change_current_allocator(alloc)
         except RuntimeError as e:
             _unset_global(m)
@@ -114,6 +115,24 @@ def enable(device_budget=None, host_budget=None, **options):
             raise
         _manager, _allocator = m, alloc
         return m
+
+
+def _set_record_stream(alloc):
+    """Give PyTorch's record_stream to gpuheap (gh_torch_record_stream):
+    without the callback it does nothing under a pluggable allocator, and
+    the memory of a tensor record_stream'ed on a side stream (by the
+    program, or by NCCL's process groups) would be reused while that stream
+    still writes it (bench/results/logs-torch-edges/, run 3). A PyTorch
+    whose allocator has no set_record_stream_fn gets a warning."""
+    inner = alloc.allocator() if hasattr(alloc, "allocator") else None
+    setter = getattr(inner, "set_record_stream_fn", None)
+    if setter is None:
+        warnings.warn("gpuheap.torch: this PyTorch's pluggable allocator takes no record-stream callback: "
+                      "Tensor.record_stream does nothing under gpuheap (synchronize side streams before "
+                      "dropping their tensors)", RuntimeWarning, stacklevel=3)
+        return False
+    setter(gpuheap.library().address_of("gh_torch_record_stream"))
+    return True
 
 
 def _unset_global(m):

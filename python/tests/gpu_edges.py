@@ -17,6 +17,11 @@ is chosen once a process):
             process goes on.
   compile   torch.compile (Inductor, no CUDA graphs): forward and
             backward on gpuheap, outputs equal to eager within 1e-5.
+  record_stream  a tensor written on a side stream after a long spin,
+            record_stream'ed there and dropped on the main stream, whose
+            next tensor of that size is zeroed: no element of it may hold
+            the side stream's late fill (without gpuheap's record-stream
+            callback every element did: the probe's run 3).
   device    (two devices or more) a tensor on a device the manager does
             not serve: RuntimeError naming both devices.
   cupy_oom  CuPy, both budgets spent: cupy's OutOfMemoryError naming
@@ -35,7 +40,7 @@ import tempfile
 from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict
 
 MiB = 1 << 20
-CASES = ("oom", "graph", "compile", "device", "cupy_oom")
+CASES = ("oom", "graph", "compile", "record_stream", "device", "cupy_oom")
 
 
 def err(e):
@@ -110,6 +115,24 @@ def case_compile(torch):
     return {"max_diff": float((cm(x) - ref).abs().max().item())}
 
 
+def case_record_stream(torch):
+    enable_or_skip()
+    n = 16 * MiB // 4
+    x = torch.zeros(n, device="cuda")
+    torch.cuda.synchronize()
+    old = x.data_ptr()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(int(5e8))  # ~0.25 s of spinning, then the write
+        x.fill_(7.0)
+    x.record_stream(side)
+    del x
+    y = torch.zeros(n, device="cuda")
+    torch.cuda.synchronize()
+    return {"same_address": y.data_ptr() == old, "corrupted": int((y != 0).sum().item())}
+
+
 def case_device(torch):
     if torch.cuda.device_count() < 2:
         return {"skipped": "one CUDA device"}
@@ -158,6 +181,8 @@ def check(name, r):
     if name in ("oom", "graph", "cupy_oom") and r.get("after") != {"oom": 4.0 * MiB, "graph": 5.0 * MiB,
                                                                   "cupy_oom": 1.0 * MiB}[name]:
         f.append(f"{name}: after the error the process computed {r.get('after')!r}")
+    if name == "record_stream" and r["corrupted"] != 0:
+        f.append(f"record_stream: {r['corrupted']} elements of the new tensor hold the side stream's late write")
     if name == "compile" and not r["max_diff"] <= 1e-5:
         f.append(f"compile: outputs differ from eager by {r['max_diff']}")
     if name == "device" and not ("device 1" in (r["error"] or "") and "serves device 0" in (r["error"] or "")):

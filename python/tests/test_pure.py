@@ -1609,10 +1609,16 @@ import os
 STATE = {"initialized": os.environ.get("FAKE_TORCH_INIT") == "1", "allocated": 0, "installed": None,
          "swap_fails": os.environ.get("FAKE_TORCH_SWAP_FAILS") == "1"}
 
+class _Native:
+    def set_record_stream_fn(self, fn):
+        STATE["record_stream_fn"] = fn
+
 class _Memory:
     class CUDAPluggableAllocator:
         def __init__(self, path, alloc, free):
             self.args = (path, alloc, free)
+        def allocator(self):
+            return object() if os.environ.get("FAKE_TORCH_NO_RECORD") == "1" else _Native()
     @staticmethod
     def change_current_allocator(a):
         if STATE["swap_fails"]:
@@ -1673,6 +1679,8 @@ class TestTorchEnableWithFake(unittest.TestCase):
             m = gpuheap.torch.enable(device_budget='64MiB', host_budget='64MiB', backend='sim', host_pool_frames=0)
             a = torch.STATE['installed']
             assert a.args == (gpuheap.library_path(), 'gh_torch_alloc_or_throw', 'gh_torch_free'), a.args
+            # record_stream reaches the manager through PyTorch's callback
+            assert torch.STATE['record_stream_fn'] == gpuheap.library().address_of('gh_torch_record_stream')
             assert gpuheap.torch.enable() is m
             assert gpuheap.global_manager() is m
             # the entry point PyTorch will call serves from this manager
@@ -1690,6 +1698,32 @@ class TestTorchEnableWithFake(unittest.TestCase):
                 assert 'process' in str(e)
             print('ok')
         """)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
+    def test_record_stream(self):
+        _lib()
+        rc, out = self.run_fake("""
+            import warnings, gpuheap, gpuheap.torch
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter('always')
+                m = gpuheap.torch.enable(device_budget='64MiB', backend='sim', host_pool_frames=0)
+            assert any('record_stream does nothing' in str(x.message) for x in w), [str(x.message) for x in w]
+            lib = gpuheap.library()
+            p = lib.gh_torch_alloc(3 << 20, 0, 0x1000)
+            lib.gh_torch_record_stream(p, 0x2000)       # PyTorch's callback: no error to return
+            m.record_stream(p, 0x3000)
+            codes = []
+            for q in (p + 16, None):                    # not a tensor's start; then freed
+                if q is None:
+                    lib.gh_torch_free(p, 3 << 20, 0, 0x1000)
+                try:
+                    m.record_stream(q or p, 0x3000)
+                except gpuheap.Error as e:
+                    codes.append(e.code)
+            assert codes == [gpuheap.ERR_FOREIGN, gpuheap.ERR_DOUBLE_FREE], codes
+            print('ok')
+        """, FAKE_TORCH_NO_RECORD="1")
         self.assertEqual(rc, 0, out)
         self.assertIn("ok", out)
 

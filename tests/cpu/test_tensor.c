@@ -1451,6 +1451,47 @@ static void advice(void) {
   free(m.t);
 }
 
+/* ------------------------------------------------------ record_stream */
+/* A stream named by gh_tensor_record_stream: the free's stream waits for it
+ * (one stream_wait a named stream other than the free's); none for the
+ * free's own stream, none without the call; more named streams than a
+ * tensor tracks: the free waits for every stream seen. Bad pointers fail
+ * with nothing changed. */
+static void record_stream(void) {
+  gh_tmgr_t* tm = make_tm(16, 16, 0, 0);
+  if (!tm) return;
+  uint64_t w0 = 0, w1 = 0;
+  void *p = NULL, *q = NULL, *r = NULL;
+  CHECK(gh_tensor_alloc(tm, MiB, GH_KIND_ACTIVATIONS, streams[1], &p) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, MiB, GH_KIND_ACTIVATIONS, streams[1], &q) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 3 * MiB, GH_KIND_ACTIVATIONS, streams[1], &r) == GH_OK);
+  CHECK(gh_tensor_record_stream(tm, p, streams[2]) == GH_OK);
+  CHECK(gh_tensor_record_stream(tm, p, streams[2]) == GH_OK);  /* twice: one wait still */
+  CHECK(gh_tensor_record_stream(tm, q, streams[1]) == GH_OK);  /* the free's own stream */
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w0) == GH_OK);
+  CHECK(gh_tensor_free(tm, p, streams[1]) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w1) == GH_OK);
+  CHECK_EQ_U64(w1 - w0, 1);
+  CHECK(gh_tensor_free(tm, q, streams[1]) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w0) == GH_OK);
+  CHECK_EQ_U64(w0 - w1, 0);
+  CHECK(gh_tensor_record_stream(tm, p, streams[2]) == GH_ERR_DOUBLE_FREE);
+  int local = 0;
+  CHECK(gh_tensor_record_stream(tm, &local, streams[2]) == GH_ERR_FOREIGN);
+  CHECK(gh_tensor_record_stream(NULL, r, streams[2]) == GH_ERR_INVAL);
+  /* Six streams named: more than a tensor tracks (4); the free on
+   * streams[0] waits for every stream seen but its own. */
+  for (uintptr_t s = 0x3000; s < 0x3000 + 6 * 0x100; s += 0x100)
+    CHECK(gh_tensor_record_stream(tm, r, (gh_stream_t)s) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w0) == GH_OK);
+  CHECK(gh_tensor_free(tm, r, streams[0]) == GH_OK);
+  CHECK(_gh_tmgr_sim_counts(tm, NULL, &w1) == GH_OK);
+  CHECK(w1 - w0 >= 7);  /* streams[1], [2] and the six (and any other seen) */
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  model_t m = {0};
+  drain_and_destroy(tm, &m);
+}
+
 /* ------------------------------------------------------------ adapters */
 static void adapters(void) {
   gh_tmgr_t* tm = make_tm(16, 32, 0, 0);
@@ -4214,6 +4255,7 @@ int main(int argc, char** argv) {
   failed_maps();
   cache_shortest();
   early_flush();
+  record_stream();
   adapters();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
