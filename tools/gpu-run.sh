@@ -2,7 +2,8 @@
 # One visit to the GPU machine: build, GPU tests, stress, benchmarks, with
 # logs and results under $OUT (or ./gpu-out). GH_REV names the revision
 # where the copy has no git metadata. Stages: build tests sanitizer
-# stress bench (default), and efficiency, evict, tensor, python, replay. Each
+# stress bench (default), and efficiency, evict, tensor, python, replay,
+# lib (the library alone). Each
 # stage is time-limited and logs per line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,11 @@ for stage in $stages; do
         > "$out/build.log" 2>&1 &&
         timeout 400 cmake --build build-gpu -j "$(nproc)" >> "$out/build.log" 2>&1
       echo "build rc=$?"; tail -3 "$out/build.log" ;;
+    lib)
+      # The library alone (what the Python package loads), in build-gpu.
+      timeout 300 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$out/build.log" 2>&1 &&
+        timeout 300 cmake --build build-gpu -j "$(nproc)" --target gpuheap >> "$out/build.log" 2>&1
+      echo "build rc=$?" ;;
     tests)
       timeout 300 ctest --test-dir build-gpu -L gpu -LE sanitizer --output-on-failure --timeout 240 2>&1 | tee "$out/ctest-gpu.log" | tail -25 ;;
     cpu)

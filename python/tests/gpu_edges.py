@@ -117,6 +117,13 @@ def case_compile(torch):
 
 def case_record_stream(torch):
     enable_or_skip()
+    return side_stream_race(torch)
+
+
+def side_stream_race(torch):
+    """A tensor written on a side stream after a long spin, record_stream'ed
+    there, dropped on the main stream; the next tensor of its size zeroed on
+    the main stream. corrupted: its elements that are not zero."""
     n = 16 * MiB // 4
     x = torch.zeros(n, device="cuda")
     torch.cuda.synchronize()

@@ -157,23 +157,11 @@ def p_cupy_oom():
 
 
 def _race(torch):
-    """A tensor written on a side stream after a long spin, record_stream'ed
-    there, dropped on the main stream; a new tensor of its size zeroed on
-    the main stream. Corrupted: elements of the new one not zero."""
-    n = 16 * MiB // 4
-    x = torch.zeros(n, device="cuda")
-    torch.cuda.synchronize()
-    old = x.data_ptr()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(int(5e8))
-        x.fill_(7.0)
-    x.record_stream(side)
-    del x
-    y = torch.zeros(n, device="cuda")
-    torch.cuda.synchronize()
-    return {"same_address": y.data_ptr() == old, "corrupted": int((y != 0).sum().item())}
+    """python/tests/gpu_edges.py's side_stream_race (the same steps this
+    probe ran at a307165, moved there)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python", "tests"))
+    from gpu_edges import side_stream_race
+    return side_stream_race(torch)
 
 
 def p_race_torch():

@@ -5,9 +5,6 @@
 set -u
 . tools/env.sh
 out=${OUT:-$PWD/gpu-out}; mkdir -p "$out"
-{ echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"; echo "revision: ${GH_REV:-unknown}"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1; } | tee "$out/machine.txt"
-{ timeout 300 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release > "$out/build.log" 2>&1 &&
-  timeout 300 cmake --build build-gpu -j "$(nproc)" --target gpuheap >> "$out/build.log" 2>&1; echo "build rc=$?"; }
+GH_REV=${GH_REV:-unknown} bash tools/gpu-run.sh lib  # machine.txt, then the library alone
 export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
 timeout 200 python3 -u bench/results/logs-torch-edges/probe.py race_torch race_gpuheap 2>&1 | tee "$out/probe3.log"
