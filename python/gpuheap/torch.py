@@ -67,7 +67,7 @@ def _too_late(torch):
         return False
 
 
-def enable(device_budget=None, host_budget=None, **options):
+def enable(device_budget=None, host_budget=None, torch_stats=True, **options):
     """Make gpuheap PyTorch's CUDA allocator; returns the gpuheap.Manager.
 
     device_budget, host_budget: bytes or "40GiB"-style strings; None: the
@@ -75,6 +75,13 @@ def enable(device_budget=None, host_budget=None, **options):
     that on the host, at least 1 GiB). Other options: those of
     gpuheap.Manager (low_watermark, high_watermark, device, device_reserve,
     host_pool_frames, ...).
+
+    torch_stats=True (the default) makes torch.cuda.memory_stats() and what
+    PyTorch builds on it (memory_allocated, max_memory_allocated,
+    memory_reserved, max_memory_reserved) answer from gpuheap's statistics,
+    and torch.cuda.reset_peak_memory_stats() restart gpuheap's peak: under a
+    pluggable allocator PyTorch's own raise a RuntimeError (getDeviceStats
+    is not supported), which stops programs that only log their memory.
 
     Must run before PyTorch initializes CUDA; raises gpuheap.Error
     (ERR_INVAL) saying so otherwise. A second call returns the same manager
@@ -114,7 +121,30 @@ def enable(device_budget=None, host_budget=None, **options):
             _unset_global(m)
             raise
         _manager, _allocator = m, alloc
+        if torch_stats:
+            _patch_torch_stats(torch)
         return m
+
+
+def _patch_torch_stats(torch):
+    """torch.cuda's memory_stats and reset_peak_memory_stats answered by
+    gpuheap (enable(torch_stats=True)). PyTorch's memory_allocated,
+    max_memory_allocated, memory_reserved and max_memory_reserved look
+    memory_stats up in torch.cuda.memory when called, so they follow; the
+    keys PyTorch has and gpuheap does not (torch_style_stats says which)
+    read as PyTorch's .get() defaults, 0."""
+    def memory_stats(device=None):
+        return globals()["memory_stats"]()
+
+    def reset_peak_memory_stats(device=None):
+        globals()["reset_peak_memory_stats"]()
+
+    mem = torch.cuda.memory
+    for mod in (mem, torch.cuda):
+        if hasattr(mod, "memory_stats"):
+            mod.memory_stats = memory_stats
+        if hasattr(mod, "reset_peak_memory_stats"):
+            mod.reset_peak_memory_stats = reset_peak_memory_stats
 
 
 def _set_record_stream(alloc):

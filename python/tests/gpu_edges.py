@@ -22,6 +22,9 @@ is chosen once a process):
             next tensor of that size is zeroed: no element of it may hold
             the side stream's late fill (without gpuheap's record-stream
             callback every element did: the probe's run 3).
+  stats     torch.cuda.memory_allocated, max_memory_allocated,
+            memory_stats and reset_peak_memory_stats answer from gpuheap's
+            statistics (PyTorch's own raise under a pluggable allocator).
   device    (two devices or more) a tensor on a device the manager does
             not serve: RuntimeError naming both devices.
   cupy_oom  CuPy, both budgets spent: cupy's OutOfMemoryError naming
@@ -40,7 +43,7 @@ import tempfile
 from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict
 
 MiB = 1 << 20
-CASES = ("oom", "graph", "compile", "record_stream", "device", "cupy_oom")
+CASES = ("oom", "graph", "compile", "record_stream", "stats", "device", "cupy_oom")
 
 
 def err(e):
@@ -140,6 +143,17 @@ def side_stream_race(torch):
     return {"same_address": y.data_ptr() == old, "corrupted": int((y != 0).sum().item())}
 
 
+def case_stats(torch):
+    enable_or_skip()
+    x = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda")
+    out = {"allocated": torch.cuda.memory_allocated(), "peak": torch.cuda.max_memory_allocated(),
+           "stats_current": torch.cuda.memory_stats()["allocated_bytes.all.current"]}
+    del x
+    torch.cuda.reset_peak_memory_stats()
+    out["peak_after_reset"] = torch.cuda.max_memory_allocated()
+    return out
+
+
 def case_device(torch):
     if torch.cuda.device_count() < 2:
         return {"skipped": "one CUDA device"}
@@ -190,6 +204,9 @@ def check(name, r):
         f.append(f"{name}: after the error the process computed {r.get('after')!r}")
     if name == "record_stream" and r["corrupted"] != 0:
         f.append(f"record_stream: {r['corrupted']} elements of the new tensor hold the side stream's late write")
+    if name == "stats" and not (r["allocated"] == r["stats_current"] >= 64 * MiB and r["peak"] >= 64 * MiB
+                                and r["peak_after_reset"] < 64 * MiB):
+        f.append(f"stats: {r}")
     if name == "compile" and not r["max_diff"] <= 1e-5:
         f.append(f"compile: outputs differ from eager by {r['max_diff']}")
     if name == "device" and not ("device 1" in (r["error"] or "") and "serves device 0" in (r["error"] or "")):

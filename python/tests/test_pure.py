@@ -1620,6 +1620,15 @@ class _Memory:
         def allocator(self):
             return object() if os.environ.get("FAKE_TORCH_NO_RECORD") == "1" else _Native()
     @staticmethod
+    def memory_stats(device=None):
+        raise RuntimeError("CUDAPluggableAllocator does not yet support getDeviceStats")
+    @staticmethod
+    def reset_peak_memory_stats(device=None):
+        raise RuntimeError("CUDAPluggableAllocator does not yet support resetPeakStats")
+    @staticmethod
+    def max_memory_allocated(device=None):  # as PyTorch's: memory_stats looked up at the call
+        return _Memory.memory_stats(device=device).get("allocated_bytes.all.peak", 0)
+    @staticmethod
     def change_current_allocator(a):
         if STATE["swap_fails"]:
             raise RuntimeError("Can't swap an already initialized allocator")
@@ -1627,6 +1636,7 @@ class _Memory:
 
 class cuda:
     memory = _Memory
+    memory_stats = _Memory.memory_stats
     @staticmethod
     def is_initialized():
         return STATE["initialized"]
@@ -1700,6 +1710,30 @@ class TestTorchEnableWithFake(unittest.TestCase):
         """)
         self.assertEqual(rc, 0, out)
         self.assertIn("ok", out)
+
+    def test_torch_stats(self):
+        _lib()
+        for flag in (True, False):
+            rc, out = self.run_fake(f"""
+                import gpuheap, gpuheap.torch, torch
+                m = gpuheap.torch.enable(device_budget='64MiB', backend='sim', host_pool_frames=0, torch_stats={flag})
+                lib = gpuheap.library()
+                p = lib.gh_torch_alloc(3 << 20, 0, None)
+                try:
+                    got = (torch.cuda.memory_stats()['allocated_bytes.all.current'],
+                           torch.cuda.memory.max_memory_allocated())
+                    lib.gh_torch_free(p, 3 << 20, 0, None)
+                    torch.cuda.memory.reset_peak_memory_stats()
+                    got += (torch.cuda.memory.max_memory_allocated(),)
+                except RuntimeError as e:
+                    got = str(e)
+                print('got', got)
+            """)
+            self.assertEqual(rc, 0, out)
+            if flag:
+                self.assertIn("got (3145728, 3145728, 0)", out)
+            else:
+                self.assertIn("does not yet support getDeviceStats", out)
 
     def test_record_stream(self):
         _lib()
