@@ -4,9 +4,4 @@
 # every case ok, device skipped (one GPU); stats allocated == memory_stats'
 # current >= 64 MiB, peak >= 64 MiB, the peak after a reset below it.
 # $OUT set by the device tool.
-set -u
-. tools/env.sh
-out=${OUT:-$PWD/gpu-out}; mkdir -p "$out"
-GH_REV=${GH_REV:-unknown} bash tools/gpu-run.sh lib
-export GPUHEAP_LIBRARY=$PWD/build-gpu/libgpuheap.so PYTHONPATH=$PWD/python
-timeout 200 python3 -u python/tests/gpu_edges.py 2>&1 | tee "$out/gpu_edges.log" | grep -v Warning
+exec bash bench/results/logs-torch-edges/edges.sh
