@@ -279,7 +279,10 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
  * (PyTorch's record_stream). Its free then makes the free's stream wait
  * on the GPU for that work (the host waits where the GPU cannot), one
  * event a stream so named; its moves wait for `stream` as for its other
- * streams. GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
+ * streams. A tensor that uses more streams than the manager tracks for it
+ * (4) waits at its free for every stream the manager has seen, each of
+ * which must still exist (a failure there fails the free, nothing freed).
+ * GH_ERR_FOREIGN / GH_ERR_DOUBLE_FREE as gh_tensor_free. */
 int gh_tensor_record_stream(gh_tmgr_t* tm, void* ptr, gh_stream_t stream);
 /* Hints: bring the tensor's frames to the device now (evicting others if
  * needed), or mark it cold and move its frames to the host now. Frames
