@@ -1139,10 +1139,10 @@ int gh_tensor_record_stream(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     _gh_tm_stream_join(tm, t, stream);  /* its moves wait for this stream too */
     unsigned i = 0;
     while (i < t->nstreams && t->streams[i] != stream) i++;
-    if (i < t->nstreams && !t->many_streams)
+    if (i < t->nstreams)
       t->rec |= (uint8_t)(1u << i);
     else
-      t->rec_many = 1;
+      t->rec_many = 1;  /* streams[] was full */
   }
   /* Not in the call trace: a replay runs without the streams' work. */
   gh_tm_call_end(tm, GH_TM_CALL_OTHER, t0);

@@ -133,18 +133,12 @@ def _patch_torch_stats(torch):
     memory_stats up in torch.cuda.memory when called, so they follow; the
     keys PyTorch has and gpuheap does not (torch_style_stats says which)
     read as PyTorch's .get() defaults, 0."""
-    def memory_stats(device=None):
-        return globals()["memory_stats"]()
-
-    def reset_peak_memory_stats(device=None):
-        globals()["reset_peak_memory_stats"]()
-
-    mem = torch.cuda.memory
-    for mod in (mem, torch.cuda):
-        if hasattr(mod, "memory_stats"):
-            mod.memory_stats = memory_stats
-        if hasattr(mod, "reset_peak_memory_stats"):
-            mod.reset_peak_memory_stats = reset_peak_memory_stats
+    patches = {"memory_stats": lambda device=None: memory_stats(),  # one manager, one device
+               "reset_peak_memory_stats": lambda device=None: reset_peak_memory_stats()}
+    for mod in (torch.cuda.memory, torch.cuda):
+        for name, fn in patches.items():
+            if hasattr(mod, name):
+                setattr(mod, name, fn)
 
 
 def _set_record_stream(alloc):

@@ -1468,6 +1468,14 @@ static void record_stream(void) {
   CHECK(gh_tensor_record_stream(tm, p, streams[2]) == GH_OK);
   CHECK(gh_tensor_record_stream(tm, p, streams[2]) == GH_OK);  /* twice: one wait still */
   CHECK(gh_tensor_record_stream(tm, q, streams[1]) == GH_OK);  /* the free's own stream */
+  /* The event on streams[2] refused: the free fails and p stays live. */
+  gh_tmgr_stats_t s;
+  CHECK(_gh_tmgr_sim_fail_event(tm, 1, NULL) == GH_OK);
+  CHECK(gh_tensor_free(tm, p, streams[1]) == GH_ERR_CUDA);
+  CHECK(_gh_tmgr_sim_fail_event(tm, 0, NULL) == GH_OK);
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  CHECK_EQ_U64(s.tensors[GH_KIND_ACTIVATIONS], 3);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(_gh_tmgr_sim_counts(tm, NULL, &w0) == GH_OK);
   CHECK(gh_tensor_free(tm, p, streams[1]) == GH_OK);
   CHECK(_gh_tmgr_sim_counts(tm, NULL, &w1) == GH_OK);
