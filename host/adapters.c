@@ -15,6 +15,14 @@
  * (PyTorch's DataPtr of nullptr for an empty storage), and a unique
  * non-NULL pointer would cost a tensor slot for nothing.
  *
+ * CUDA graphs: PyTorch's graph pools are served in adapters_torch.cc,
+ * which asks here for their blocks (_gh_torch_pool_block) and gives them
+ * back (_gh_torch_pool_give_back). While a capture is underway every entry
+ * point runs in the relaxed capture mode (_gh_tmgr_relax): a capture in
+ * PyTorch's default (global) mode forbids the driver calls of every other
+ * thread that could synchronize (creating and mapping memory among them),
+ * and PyTorch allocates from several threads (autograd's).
+ *
  * Streams: PyTorch passes the stream of the allocation and of the free (the
  * caching allocator's contract applies: a tensor used on other streams must
  * be record_stream'ed by the framework -- with this allocator, ordered
@@ -23,6 +31,7 @@
  * blocking stream.
  */
 #include <pthread.h>
+#include <stdio.h>
 
 #include "internal.h"
 
@@ -97,9 +106,15 @@ int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out) 
   if ((rc = _gh_tmgr_stream_capturing(tm, stream, &capturing)) != GH_OK) return rc;
   if (capturing)
     return _gh_error(GH_ERR_UNSUPPORTED,
-                     "gh_torch_alloc: the stream is capturing a CUDA graph; gpuheap cannot keep a graph's memory "
-                     "from reuse (PyTorch gives pluggable allocators no graph pool): capture without gpuheap");
-  return gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, out);
+                     "gh_torch_alloc: the stream is capturing a CUDA graph that gpuheap was given no pool for "
+                     "(PyTorch's torch.cuda.graph gives one through gpuheap.torch.enable's graph-pool callbacks; "
+                     "a capture begun otherwise, or the C entry point, gets none): memory handed out now would be "
+                     "reused while every replay still writes it");
+  int saved;
+  const int relaxed = _gh_tmgr_relax(tm, &saved);
+  rc = gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, out);
+  _gh_tmgr_unrelax(tm, relaxed, saved);
+  return rc;
 }
 
 void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
@@ -108,17 +123,93 @@ void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
   return p;
 }
 
-void gh_torch_record_stream(void* ptr, gh_stream_t stream) {
-  if (!ptr) return;
-  gh_tmgr_t* tm = gh_tmgr_global();
-  if (tm) gh_tensor_record_stream(tm, ptr, stream);
+int _gh_torch_record_stream(void* ptr, gh_stream_t stream) {
+  gh_tmgr_t* tm;
+  int rc = gh_global_get(&tm);
+  if (rc != GH_OK) return rc;
+  int saved;
+  const int relaxed = _gh_tmgr_relax(tm, &saved);
+  rc = gh_tensor_record_stream(tm, ptr, stream);
+  _gh_tmgr_unrelax(tm, relaxed, saved);
+  return rc;
 }
 
-void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream) {
-  (void)size, (void)device;
-  if (!ptr) return;
-  gh_tmgr_t* tm = gh_tmgr_global();
-  if (tm) gh_tensor_free(tm, ptr, stream);
+int _gh_torch_free(void* ptr, gh_stream_t stream) {
+  gh_tmgr_t* tm;
+  int rc = gh_global_get(&tm);
+  if (rc != GH_OK) return rc;
+  int saved;
+  const int relaxed = _gh_tmgr_relax(tm, &saved);
+  rc = gh_tensor_free(tm, ptr, stream);
+  _gh_tmgr_unrelax(tm, relaxed, saved);
+  return rc;
+}
+
+int _gh_torch_empty_cache(void) {
+  gh_tmgr_t* tm;
+  int rc = gh_global_get(&tm);
+  if (rc != GH_OK) return rc;
+  int saved;
+  const int relaxed = _gh_tmgr_relax(tm, &saved);
+  rc = gh_tmgr_empty_cache(tm);
+  _gh_tmgr_unrelax(tm, relaxed, saved);
+  return rc;
+}
+
+/* A graph pool's block: pinned, so that no eviction copies it while a
+ * replay (on a stream the manager never sees) uses it; made on the side
+ * stream, which the host then synchronizes, so that the capture's streams
+ * need not wait for anything (they may not wait for an event recorded
+ * outside the capture). */
+int _gh_torch_pool_block(ptrdiff_t size, int device, void** out) {
+  *out = NULL;
+  if (size <= 0) return _gh_error(GH_ERR_INVAL, "gh_torch_alloc: a graph pool's block of %td bytes", size);
+  gh_tmgr_t* tm;
+  int rc = gh_adapter_manager("gh_torch_alloc", device, &tm);
+  if (rc != GH_OK) return rc;
+  const gh_stream_t side = _gh_tmgr_side_stream(tm);
+  if (!side) return _gh_error(GH_ERR_INVAL, "gh_torch_alloc: a graph pool's block, but no capture has begun");
+  int saved;
+  const int relaxed = _gh_tmgr_relax(tm, &saved);
+  void* p = NULL;
+  int pinned = 0;
+  rc = gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, side, &p);
+  if (rc == GH_OK && (rc = gh_tensor_pin(tm, p)) == GH_OK) pinned = 1;
+  if (rc == GH_OK) rc = _gh_tmgr_side_sync(tm);
+  if (rc != GH_OK && p) {  /* nothing kept (the first error's detail stays) */
+    const int first = rc;
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", gh_last_error_detail());
+    if (pinned) gh_tensor_unpin(tm, p);
+    gh_tensor_free(tm, p, side);
+    rc = _gh_error(first, "%s", detail);
+    p = NULL;
+  }
+  _gh_tmgr_unrelax(tm, relaxed, saved);
+  *out = p;
+  return rc;
+}
+
+/* Blocks of graph pools that no graph replays any more: after a wait for
+ * the whole device (a replay, on a stream the manager never saw, may still
+ * run; PyTorch's own allocator frees such memory only through a device
+ * synchronization too), unpinned and freed. Nothing given back when the
+ * wait fails. */
+int _gh_torch_pool_give_back(void* const* ptrs, size_t n) {
+  if (n == 0) return GH_OK;
+  gh_tmgr_t* tm;
+  int rc = gh_global_get(&tm);
+  if (rc != GH_OK) return rc;
+  int saved;
+  const int relaxed = _gh_tmgr_relax(tm, &saved);
+  const int synced = rc = _gh_tmgr_device_sync(tm);
+  for (size_t i = 0; synced == GH_OK && i < n; i++) {  /* each one, the first failure returned */
+    const int u = gh_tensor_unpin(tm, ptrs[i]);
+    const int f = gh_tensor_free(tm, ptrs[i], _gh_tmgr_side_stream(tm));
+    if (rc == GH_OK) rc = u != GH_OK ? u : f;
+  }
+  _gh_tmgr_unrelax(tm, relaxed, saved);
+  return rc;
 }
 
 void* gh_cupy_malloc(void* param, size_t size, int device) {

@@ -14,11 +14,52 @@
  * its message starts with "gpuheap: out of memory" for a request neither
  * tier could hold and with "gpuheap:" followed by the error's name
  * otherwise, then gh_last_error_detail().
+ *
+ * CUDA graphs. PyTorch's torch.cuda.graph tells its allocator when a
+ * capture begins to allocate to a pool and when it ends (a pluggable
+ * allocator hears of it through the callbacks set_begin_allocate_to_pool,
+ * set_end_allocate_to_pool_fn and set_release_pool, which
+ * gpuheap.torch.enable installs), and when the graph that used the pool is
+ * gone. Memory handed out during a capture is used by every replay of the
+ * graph, on whatever stream it is replayed, long after PyTorch has freed
+ * it at the capture's end: so it must not go back to the manager until
+ * the pool is released. A graph pool here:
+ *   - serves the allocations on a stream that one of its captures' filters
+ *     (PyTorch's: "this stream captures my graph") accepts, between begin
+ *     and end; another capturing stream is refused as before
+ *     (_gh_torch_alloc);
+ *   - makes its blocks with _gh_torch_pool_block: each a tensor pinned on
+ *     the device (no eviction may copy memory a replay uses), ready for
+ *     any stream;
+ *   - keeps a block PyTorch frees, and gives it again to a later
+ *     allocation of the same stream in a capture into the pool (a size from
+ *     the request to a quarter more): within one stream the graph keeps the
+ *     capture's order, as PyTorch's own private pools assume. A block
+ *     record_stream'ed on another stream is kept and never given again;
+ *   - at its release, gives its freed blocks back to the manager after a
+ *     wait for the device (_gh_torch_pool_give_back), and the rest as
+ *     PyTorch frees them (graph outputs the program still holds). Blocks
+ *     are given back only while no capture is underway (a wait for the
+ *     device would end it): until then they are kept as retired, and given
+ *     back at the next release, free or empty_cache with none underway, or
+ *     before an allocation that the budget refuses is tried again.
+ * While a capture is underway the manager leaves capturing streams alone
+ * (_gh_tmgr_capture_scope; host/TENSORS.md, "CUDA graphs").
  */
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
+#include "adapters_torch.h"
 #include "internal.h"
 
 namespace {
@@ -32,15 +73,244 @@ class gh_alloc_error final : public std::bad_alloc {
   std::string what_;
 };
 
+/* ---------------------------------------------------------------- graph pools */
+
+struct gh_block {
+  size_t size;          /* bytes asked for when it was made */
+  gh_stream_t stream;   /* the stream it was made for: given again only to that stream */
+  gh_mempool_id pool;
+  bool freed;           /* freed by PyTorch, kept by its pool */
+  bool shared;          /* record_stream'ed on another stream: never given again */
+};
+
+struct gh_pool {
+  int active = 0;                            /* captures allocating to it now */
+  std::vector<gh_capture_filter> filters;    /* theirs, oldest first */
+  std::multimap<std::pair<uintptr_t, size_t>, void*> reusable; /* (stream, size) -> freed block */
+  size_t blocks = 0;                         /* blocks it owns, freed or not */
+  bool released = false;
+};
+
+struct gh_pools {
+  std::mutex mu;
+  std::map<gh_mempool_id, gh_pool> pools;
+  std::unordered_map<void*, gh_block> blocks;
+  std::vector<void*> retired;                /* blocks of released pools, to give back */
+  std::atomic<int> active{0};                /* captures underway (begin without end) */
+  std::atomic<size_t> n_blocks{0};           /* blocks.size() */
+  std::atomic<size_t> n_retired{0};          /* retired.size() */
+};
+
+/* Never destroyed: PyTorch may free tensors after static destructors ran. */
+gh_pools& gh_pools_get() {
+  static gh_pools* p = new gh_pools;
+  return *p;
+}
+
+/* Give the retired blocks back where no capture is underway; how many
+ * were. Those the manager could not take stay retired (the detail
+ * recorded). */
+size_t gh_give_back_retired() {
+  gh_pools& P = gh_pools_get();
+  if (P.active.load(std::memory_order_acquire) > 0 || P.n_retired.load(std::memory_order_acquire) == 0) return 0;
+  std::vector<void*> v;
+  {
+    std::lock_guard<std::mutex> g(P.mu);
+    v.swap(P.retired);
+    P.n_retired.store(0, std::memory_order_release);
+  }
+  if (v.empty()) return 0;
+  if (_gh_torch_pool_give_back(v.data(), v.size()) != GH_OK) {
+    std::lock_guard<std::mutex> g(P.mu);
+    P.retired.insert(P.retired.end(), v.begin(), v.end());
+    P.n_retired.store(P.retired.size(), std::memory_order_release);
+    return 0;
+  }
+  return v.size();
+}
+
+/* Under P.mu: block b (at it) leaves its pool for the retired list; the
+ * pool goes when it owns no more. */
+void gh_retire(gh_pools& P, std::unordered_map<void*, gh_block>::iterator it) {
+  auto pit = P.pools.find(it->second.pool);
+  P.retired.push_back(it->first);
+  P.blocks.erase(it);
+  P.n_blocks.store(P.blocks.size(), std::memory_order_release);
+  P.n_retired.store(P.retired.size(), std::memory_order_release);
+  if (pit != P.pools.end() && --pit->second.blocks == 0 && pit->second.released) P.pools.erase(pit);
+}
+
+/* An allocation while a capture is underway: *served when a pool takes it
+ * (its result returned then). */
+int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, void** out) {
+  gh_pools& P = gh_pools_get();
+  const size_t want = (size_t)size;
+  gh_mempool_id id{};
+  {
+    std::lock_guard<std::mutex> g(P.mu);
+    auto pit = P.pools.begin();
+    for (; pit != P.pools.end(); ++pit) {
+      bool mine = false;
+      for (const auto& f : pit->second.filters)
+        if (f && f(stream)) {
+          mine = true;
+          break;
+        }
+      if (mine) break;
+    }
+    if (pit == P.pools.end()) return GH_OK;  /* not a pool's: the plain path */
+    *served = true;
+    id = pit->first;
+    gh_pool& pool = pit->second;
+    auto r = pool.reusable.lower_bound({(uintptr_t)stream, want});
+    if (r != pool.reusable.end() && r->first.first == (uintptr_t)stream && r->first.second - want <= want / 4) {
+      *out = r->second;
+      P.blocks[r->second].freed = false;
+      pool.reusable.erase(r);
+      return GH_OK;
+    }
+  }
+  void* p = nullptr;
+  const int rc = _gh_torch_pool_block(size, device, &p);
+  if (rc != GH_OK) return rc;
+  std::lock_guard<std::mutex> g(P.mu);
+  P.blocks[p] = gh_block{want, stream, id, false, false};
+  P.n_blocks.store(P.blocks.size(), std::memory_order_release);
+  P.pools[id].blocks++;
+  *out = p;
+  return GH_OK;
+}
+
+/* A pool's block freed by PyTorch: kept, or retired once its pool is
+ * released. false for memory of no pool. */
+bool gh_pool_free(void* ptr) {
+  gh_pools& P = gh_pools_get();
+  bool retired = false;
+  {
+    std::lock_guard<std::mutex> g(P.mu);
+    auto it = P.blocks.find(ptr);
+    if (it == P.blocks.end()) return false;
+    gh_block& b = it->second;
+    auto pit = P.pools.find(b.pool);
+    if (b.freed) {
+      _gh_error(GH_ERR_DOUBLE_FREE, "gh_torch_free: %p, a CUDA graph pool's block, freed already", ptr);
+      return true;
+    }
+    if (pit == P.pools.end() || pit->second.released) {
+      gh_retire(P, it);
+      retired = true;
+    } else {
+      b.freed = true;
+      if (!b.shared) pit->second.reusable.insert({{(uintptr_t)b.stream, b.size}, ptr});
+    }
+  }
+  if (retired) gh_give_back_retired();
+  return true;
+}
+
 }  // namespace
 
 extern "C" void* gh_torch_alloc_or_throw(ptrdiff_t size, int device, gh_stream_t stream) {
+  gh_pools& P = gh_pools_get();
   void* p = nullptr;
-  const int err = _gh_torch_alloc(size, device, stream, &p);
+  bool served = false;
+  int err = GH_OK;
+  if (size > 0 && P.active.load(std::memory_order_acquire) > 0) err = gh_pool_alloc(size, device, stream, &served, &p);
+  if (!served) {
+    err = _gh_torch_alloc(size, device, stream, &p);
+    if (err == GH_ERR_BUDGET && gh_give_back_retired() > 0) err = _gh_torch_alloc(size, device, stream, &p);
+  }
   if (err == GH_OK) return p;
   std::string what = err == GH_ERR_BUDGET ? "gpuheap: out of memory" : std::string("gpuheap: ") + gh_err_name(err);
   what += " (" + std::to_string(static_cast<long long>(size)) + " bytes on device " + std::to_string(device) + ")";
   const char* detail = gh_last_error_detail();
   if (detail != nullptr && detail[0] != '\0') what += std::string(": ") + detail;
   throw gh_alloc_error(std::move(what));
+}
+
+extern "C" void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream) {
+  (void)size, (void)device;
+  if (!ptr) return;
+  if (gh_pools_get().n_blocks.load(std::memory_order_acquire) > 0 && gh_pool_free(ptr)) return;
+  _gh_torch_free(ptr, stream);
+}
+
+extern "C" void gh_torch_record_stream(void* ptr, gh_stream_t stream) {
+  if (!ptr) return;
+  gh_pools& P = gh_pools_get();
+  if (P.n_blocks.load(std::memory_order_acquire) > 0) {
+    std::lock_guard<std::mutex> g(P.mu);
+    auto it = P.blocks.find(ptr);
+    if (it != P.blocks.end()) {
+      if (stream != it->second.stream) it->second.shared = true;
+      return;
+    }
+  }
+  _gh_torch_record_stream(ptr, stream);
+}
+
+extern "C" void gh_torch_empty_cache(void) {
+  gh_give_back_retired();
+  _gh_torch_empty_cache();
+}
+
+extern "C" void gh_torch_begin_allocate_to_pool(int device, gh_mempool_id id, gh_capture_filter filter) {
+  gh_tmgr_t* tm = gh_tmgr_global();
+  if (!tm) throw std::runtime_error(std::string("gpuheap: no manager for a CUDA graph's pool: ") + gh_last_error_detail());
+  if (device != _gh_tmgr_device(tm)) return;  /* its allocations are refused (another device) */
+  if (_gh_tmgr_capture_scope(tm, +1) != GH_OK)
+    throw std::runtime_error(std::string("gpuheap: a CUDA graph's pool: ") + gh_last_error_detail());
+  gh_pools& P = gh_pools_get();
+  std::lock_guard<std::mutex> g(P.mu);
+  gh_pool& pool = P.pools[id];
+  pool.active++;
+  pool.released = false;
+  pool.filters.push_back(std::move(filter));
+  P.active.fetch_add(1, std::memory_order_acq_rel);
+}
+
+extern "C" void gh_torch_end_allocate_to_pool(int device, gh_mempool_id id) {
+  (void)device;
+  gh_pools& P = gh_pools_get();
+  {
+    std::lock_guard<std::mutex> g(P.mu);
+    auto pit = P.pools.find(id);
+    if (pit == P.pools.end() || pit->second.active == 0) return;  /* begun for another device */
+    gh_pool& pool = pit->second;
+    pool.active--;
+    pool.filters.erase(pool.filters.begin());
+    P.active.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  gh_tmgr_t* tm = gh_tmgr_global();
+  if (tm) _gh_tmgr_capture_scope(tm, -1);
+}
+
+extern "C" void gh_torch_release_pool(int device, gh_mempool_id id) {
+  (void)device;
+  gh_pools& P = gh_pools_get();
+  {
+    std::lock_guard<std::mutex> g(P.mu);
+    auto pit = P.pools.find(id);
+    if (pit == P.pools.end()) return;
+    pit->second.released = true;
+    pit->second.reusable.clear();
+    std::vector<std::unordered_map<void*, gh_block>::iterator> freed;
+    for (auto it = P.blocks.begin(); it != P.blocks.end(); ++it)
+      if (it->second.pool == id && it->second.freed) freed.push_back(it);
+    for (auto it : freed) gh_retire(P, it);  /* (the last one may take the pool with it) */
+    pit = P.pools.find(id);
+    if (pit != P.pools.end() && pit->second.blocks == 0) P.pools.erase(pit);
+  }
+  gh_give_back_retired();
+}
+
+extern "C" void gh_torch_pool_counts(size_t* pools, size_t* blocks, size_t* freed, size_t* retired) {
+  gh_pools& P = gh_pools_get();
+  std::lock_guard<std::mutex> g(P.mu);
+  size_t f = 0;
+  for (const auto& kv : P.blocks) f += kv.second.freed;
+  if (pools) *pools = P.pools.size();
+  if (blocks) *blocks = P.blocks.size();
+  if (freed) *freed = f;
+  if (retired) *retired = P.retired.size();
 }

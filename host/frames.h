@@ -115,7 +115,23 @@ typedef struct gh_frames_ops_s {
    * the wait) before the word reaches the value waits for that write: the
    * caller must not hold what the writer needs. */
   int (*stream_wait_value)(gh_frames_t* f, gh_stream_t stream, uint32_t* w, uint32_t value);
+
+  /* CUDA graph captures (host/TENSORS.md, "CUDA graphs"). capture_mode
+   * exchanges the calling thread's capture interaction mode
+   * (cudaThreadExchangeStreamCaptureMode): *mode in is the mode to take
+   * (GH_FRAMES_CAPTURE_RELAXED, or a value an earlier call gave back), out
+   * the one the thread had; a relaxed thread may make the driver calls a
+   * capture in another thread would otherwise forbid (creating, mapping,
+   * synchronizing). The simulation keeps the mode per thread and enforces
+   * nothing. device_sync waits for all work on the device
+   * (cudaDeviceSynchronize; the simulation runs every stream). No provider
+   * lock for capture_mode. */
+  int (*capture_mode)(gh_frames_t* f, int* mode);
+  int (*device_sync)(gh_frames_t* f);
 } gh_frames_ops_t;
+
+/* cudaStreamCaptureModeRelaxed, for capture_mode. */
+#define GH_FRAMES_CAPTURE_RELAXED 2
 
 /* The providers. _gh_frames_vmm exists only in the CUDA library. */
 extern const gh_frames_ops_t _gh_frames_vmm;

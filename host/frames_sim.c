@@ -116,6 +116,8 @@ typedef struct gh_sim_stream_s {
 struct gh_frames_s {
   int device;           /* as open was given it (0 for -1): the simulation is one device */
   gh_stream_t capture;  /* the stream tests say is capturing a graph (read atomically), or NULL */
+  uint64_t capture_touches; /* event records, waits, syncs and copies on that stream while it captures:
+                               CUDA forbids them or makes them part of the graph (_gh_frames_sim_capture) */
   uint8_t* base;
   size_t bytes, frame, n_va;
   gh_pframe_t* mapped;  /* per va frame: the handle mapped there, or 0 */
@@ -546,9 +548,16 @@ static int gh_sim_stream_destroy(gh_frames_t* f, gh_stream_t st) {
   return GH_OK;
 }
 
+/* An operation on `stream`: counted when the stream reads as capturing. */
+static void gh_sim_touch(gh_frames_t* f, gh_stream_t stream) {
+  const gh_stream_t c = __atomic_load_n(&f->capture, __ATOMIC_ACQUIRE);
+  if (c != NULL && c == stream) f->capture_touches++;
+}
+
 static int gh_sim_copy(gh_frames_t* f, void* dst, const void* src, size_t bytes, gh_stream_t stream) {
   if (!f || (bytes && (!dst || !src))) return _gh_error(GH_ERR_INVAL, "sim copy: bad arguments");
   if (!bytes) return GH_OK;
+  gh_sim_touch(f, stream);
   if (f->fail_copy && --f->fail_copy == 0)  /* as cudaMemcpyAsync failing: nothing queued */
     return _gh_error(GH_ERR_CUDA, "sim copy: refused on purpose (_gh_frames_sim_fail_copy)");
   gh_sim_sstate_t* st = f->defer ? gh_sim_ss(f, stream) : NULL;
@@ -596,6 +605,7 @@ static int gh_sim_held(const uint32_t* w, uint32_t value) {
 
 static int gh_sim_stream_sync_or_run(gh_frames_t* f, gh_stream_t stream, int can_fail) {
   if (!f) return _gh_error(GH_ERR_INVAL, "sim stream_sync: NULL");
+  if (can_fail) gh_sim_touch(f, stream);
   const gh_sim_sstate_t* st = gh_sim_ss(f, stream);
   if (st && gh_sim_held(st->word, st->value))
     return _gh_error(GH_ERR_CORRUPT, "sim stream_sync: the stream waits for a word not written yet");
@@ -628,6 +638,7 @@ static int gh_sim_word_free(gh_frames_t* f, uint32_t* w) {
 
 static int gh_sim_stream_wait_value(gh_frames_t* f, gh_stream_t stream, uint32_t* w, uint32_t value) {
   if (!f || !w) return _gh_error(GH_ERR_INVAL, "sim stream_wait_value: bad arguments");
+  gh_sim_touch(f, stream);
   gh_sim_sstate_t* st = gh_sim_ss(f, stream);
   if (!st) return _gh_error(GH_ERR_NOMEM, "sim stream_wait_value: out of memory");
   if (st->word && st->word != w) return _gh_error(GH_ERR_UNSUPPORTED, "sim stream_wait_value: one word per stream");
@@ -639,6 +650,7 @@ static int gh_sim_stream_wait_value(gh_frames_t* f, gh_stream_t stream, uint32_t
 
 static int gh_sim_stream_wait(gh_frames_t* f, gh_stream_t stream, gh_fevent_t ev) {
   if (!f || !ev) return _gh_error(GH_ERR_INVAL, "sim stream_wait: bad arguments");
+  gh_sim_touch(f, stream);
   gh_sim_sstate_t* st = gh_sim_ss(f, stream);
   const gh_sim_vc_t* c = &((gh_sim_event_t*)ev)->covers;
   if (!st || gh_sim_vc_merge(&st->vc, c) != GH_OK) gh_sim_run(f, c);  /* out of memory: as if it had waited already */
@@ -648,6 +660,7 @@ static int gh_sim_stream_wait(gh_frames_t* f, gh_stream_t stream, gh_fevent_t ev
 
 static int gh_sim_event_record(gh_frames_t* f, gh_stream_t stream, gh_fevent_t* out) {
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim event_record: bad arguments");
+  gh_sim_touch(f, stream);
   if (f->fail_event && --f->fail_event == 0) {  /* as cudaEventRecord failing: no event */
     f->fail_event = f->fail_events_on, f->fail_event_hit = 1;
     return _gh_error(GH_ERR_CUDA, "sim event_record: refused on purpose (_gh_frames_sim_fail_event)");
@@ -701,6 +714,24 @@ static int gh_sim_event_destroy(gh_frames_t* f, gh_fevent_t ev) {
   return GH_OK;
 }
 
+/* The calling thread's capture mode (capture_mode), as CUDA keeps it: per
+ * thread, global (0) at first. */
+static _Thread_local int gh_sim_capture_mode = 0;
+
+static int gh_sim_capture_mode_x(gh_frames_t* f, int* mode) {
+  if (!f || !mode) return _gh_error(GH_ERR_INVAL, "sim capture_mode: NULL");
+  const int prev = gh_sim_capture_mode;
+  gh_sim_capture_mode = *mode;
+  *mode = prev;
+  return GH_OK;
+}
+
+static int gh_sim_device_sync(gh_frames_t* f) {
+  if (!f) return _gh_error(GH_ERR_INVAL, "sim device_sync: NULL");
+  gh_sim_run(f, NULL);
+  return GH_OK;
+}
+
 const gh_frames_ops_t _gh_frames_sim = {
     .name = "sim",
     .open = gh_sim_open,
@@ -725,6 +756,8 @@ const gh_frames_ops_t _gh_frames_sim = {
     .word_alloc = gh_sim_word_alloc,
     .word_free = gh_sim_word_free,
     .stream_wait_value = gh_sim_stream_wait_value,
+    .capture_mode = gh_sim_capture_mode_x,
+    .device_sync = gh_sim_device_sync,
 };
 
 void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames, size_t host_frames) {
@@ -739,6 +772,8 @@ void _gh_frames_sim_configure(gh_frames_t* f, uint32_t lag, size_t device_frames
 void _gh_frames_sim_capture(gh_frames_t* f, gh_stream_t stream) {
   if (f) __atomic_store_n(&f->capture, stream, __ATOMIC_RELEASE);
 }
+uint64_t _gh_frames_sim_capture_touches(gh_frames_t* f) { return f ? f->capture_touches : 0; }
+int _gh_frames_sim_thread_capture_mode(void) { return gh_sim_capture_mode; }
 
 void _gh_frames_sim_defer(gh_frames_t* f, int on) {
   if (!f) return;

@@ -68,8 +68,38 @@ gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
 int _gh_tmgr_device(const gh_tmgr_t* tm);
 /* Whether `stream` is capturing a CUDA graph (the provider's answer). */
 int _gh_tmgr_stream_capturing(gh_tmgr_t* tm, gh_stream_t stream, int* capturing);
+/* CUDA graph captures (tensor_sync.c, "captures"; adapters_torch.cc): a
+ * capture begins (+1) or ends (-1), so that the manager leaves capturing
+ * streams alone while any is underway (the first makes the side stream);
+ * how many are; the side stream (NULL before the first); the calling
+ * thread's capture mode exchanged (frames.h, capture_mode); a wait for all
+ * work on the device (the mover's remaps first). */
+int _gh_tmgr_capture_scope(gh_tmgr_t* tm, int delta);
+int _gh_tmgr_captures(gh_tmgr_t* tm);
+gh_stream_t _gh_tmgr_side_stream(gh_tmgr_t* tm);
+int _gh_tmgr_capture_mode(gh_tmgr_t* tm, int* mode);
+int _gh_tmgr_device_sync(gh_tmgr_t* tm);
+/* The side stream synchronized (the mover's remaps first). */
+int _gh_tmgr_side_sync(gh_tmgr_t* tm);
+/* While a capture is underway: the calling thread takes the relaxed
+ * capture mode (returns 1, the mode to restore in *saved); otherwise 0.
+ * _gh_tmgr_unrelax restores it where _gh_tmgr_relax returned 1. */
+int _gh_tmgr_relax(gh_tmgr_t* tm, int* saved);
+void _gh_tmgr_unrelax(gh_tmgr_t* tm, int relaxed, int saved);
 /* gh_torch_alloc with its error code (*out NULL on failure and for size 0). */
 int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out);
+/* The framework entry points with their error codes (adapters.c), each in
+ * the relaxed capture mode while a capture is underway: gh_torch_free,
+ * gh_torch_record_stream; a block of a CUDA graph pool (adapters_torch.cc):
+ * a tensor pinned on the device, ready for any stream (made on the side
+ * stream, which the host has synchronized), in *out; blocks given back
+ * (after a wait for the device: a graph may still be replaying). */
+int _gh_torch_free(void* ptr, gh_stream_t stream);
+int _gh_torch_record_stream(void* ptr, gh_stream_t stream);
+int _gh_torch_pool_block(ptrdiff_t size, int device, void** out);
+int _gh_torch_pool_give_back(void* const* ptrs, size_t n);
+/* gh_tmgr_empty_cache of the global manager (relaxed during a capture). */
+int _gh_torch_empty_cache(void);
 /* Both libraries' managed heaps: online_bytes as pages (whole frames,
  * within the heap's n_pages), and keep_bytes as pages rounded up to whole
  * frames (at most n_pages). */

@@ -512,9 +512,10 @@ void _gh_tm_flush(gh_tmgr_t* tm) {
     gh_tm_fbatch_t* b = sb && i < tm->n_streams ? sb[i] : NULL;
     if (!b) {
       b = calloc(1, sizeof *b);
-      if (!b || GH_P(tm, tm->ops->event_record(tm->fr, t->free_stream, &b->ev)) != GH_OK) {
+      if (!b || GH_P(tm, tm->ops->event_record(tm->fr, gh_tm_rec_stream(tm, t->free_stream), &b->ev)) != GH_OK) {
         _gh_tm_mover_drain(tm);  /* the stream may wait for the mover's word */
-        GH_PW(tm, GH_TM_W_FREES, tm->ops->stream_sync(tm->fr, t->free_stream));
+        if (!_gh_tm_capturing(tm, t->free_stream))
+          GH_PW(tm, GH_TM_W_FREES, tm->ops->stream_sync(tm->fr, t->free_stream));
         if (b) b->ev = 0, b->done = 1;
       }
       if (!b) {  /* out of memory: the stream is synchronized, reclaim now */
@@ -926,6 +927,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     while (tm->pool_cnt) _gh_tm_pool_release_last(tm);
     if (tm->split) tm->ops->stream_destroy(tm->fr, tm->restore_stream);
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
+    if (tm->side_stream) tm->ops->stream_destroy(tm->fr, tm->side_stream);
     if (tm->word) tm->ops->word_free(tm->fr, tm->word);
     tm->ops->close(tm->fr);
   }
@@ -1073,9 +1075,9 @@ static int gh_tm_free_after_recorded(gh_tmgr_t* tm, const gh_tensor_t* t, gh_str
   for (size_t i = 0; i < n; i++) {
     if (s[i] == stream || (!t->rec_many && !(t->rec & (1u << i)))) continue;
     gh_fevent_t e = 0;
-    int rc = GH_P(tm, tm->ops->event_record(tm->fr, s[i], &e));
+    int rc = GH_P(tm, tm->ops->event_record(tm->fr, gh_tm_rec_stream(tm, s[i]), &e));
     if (rc == GH_OK) {
-      if ((rc = GH_P(tm, tm->ops->stream_wait(tm->fr, stream, e))) != GH_OK)
+      if (_gh_tm_capturing(tm, stream) || (rc = GH_P(tm, tm->ops->stream_wait(tm->fr, stream, e))) != GH_OK)
         rc = GH_P(tm, tm->ops->event_sync(tm->fr, e));
       GH_P(tm, tm->ops->event_destroy(tm->fr, e));
     }
@@ -1373,7 +1375,9 @@ static int gh_tm_advise(gh_tmgr_t* tm, gh_tensor_t* t, gh_advice_t advice) {
    * Without them (too many streams, a failed record) it is cold. */
   if (advice == GH_ADVICE_QUIET && !t->many_streams) {
     unsigned n = 0;
-    while (n < t->nstreams && GH_P(tm, tm->ops->event_record(tm->fr, t->streams[n], &t->quiet_ev[n])) == GH_OK) n++;
+    while (n < t->nstreams &&
+           GH_P(tm, tm->ops->event_record(tm->fr, gh_tm_rec_stream(tm, t->streams[n]), &t->quiet_ev[n])) == GH_OK)
+      n++;
     if (n == t->nstreams) {
       t->quiet = (uint8_t)n;
       return _gh_tm_clean(tm, t);
@@ -1555,6 +1559,51 @@ int _gh_tmgr_device(const gh_tmgr_t* tm) { return tm->device; }
 
 int _gh_tmgr_stream_capturing(gh_tmgr_t* tm, gh_stream_t stream, int* capturing) {
   return tm->ops->stream_capturing(tm->fr, stream, capturing);
+}
+
+int _gh_tmgr_capture_scope(gh_tmgr_t* tm, int delta) {
+  if (!tm || (delta != 1 && delta != -1)) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_capture_scope: bad arguments");
+  int rc = GH_OK;
+  _gh_tm_lock(tm);
+  if (delta > 0 && !tm->side_stream) rc = GH_P(tm, tm->ops->stream_create(tm->fr, &tm->side_stream));
+  if (rc == GH_OK && delta < 0 && __atomic_load_n(&tm->captures, __ATOMIC_RELAXED) == 0)
+    rc = _gh_error(GH_ERR_INVAL, "_gh_tmgr_capture_scope: no capture underway");
+  if (rc == GH_OK) __atomic_add_fetch(&tm->captures, delta, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
+int _gh_tmgr_captures(gh_tmgr_t* tm) { return __atomic_load_n(&tm->captures, __ATOMIC_ACQUIRE); }
+
+gh_stream_t _gh_tmgr_side_stream(gh_tmgr_t* tm) { return tm->side_stream; }
+
+int _gh_tmgr_capture_mode(gh_tmgr_t* tm, int* mode) { return tm->ops->capture_mode(tm->fr, mode); }
+
+int _gh_tmgr_device_sync(gh_tmgr_t* tm) {
+  _gh_tm_lock(tm);
+  _gh_tm_mover_drain(tm);  /* the device may wait for the mover's word */
+  const int rc = GH_PW(tm, GH_TM_W_OTHER, tm->ops->device_sync(tm->fr));
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
+int _gh_tmgr_side_sync(gh_tmgr_t* tm) {
+  if (!tm->side_stream) return _gh_error(GH_ERR_INVAL, "_gh_tmgr_side_sync: no capture has begun");
+  _gh_tm_lock(tm);
+  _gh_tm_mover_drain(tm);  /* the stream may wait for the mover's word */
+  const int rc = GH_PW(tm, GH_TM_W_OTHER, tm->ops->stream_sync(tm->fr, tm->side_stream));
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
+int _gh_tmgr_relax(gh_tmgr_t* tm, int* saved) {
+  if (!_gh_tmgr_captures(tm)) return 0;
+  *saved = GH_FRAMES_CAPTURE_RELAXED;
+  return tm->ops->capture_mode(tm->fr, saved) == GH_OK;
+}
+
+void _gh_tmgr_unrelax(gh_tmgr_t* tm, int relaxed, int saved) {
+  if (relaxed) tm->ops->capture_mode(tm->fr, &saved);
 }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {

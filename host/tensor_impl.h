@@ -451,6 +451,12 @@ struct gh_tmgr_s {
                                         was), or GH_OK, and what failed */
   char move_what[192];
   gh_stream_t copy_stream;
+  /* CUDA graph captures (tensor_sync.c, "captures"): how many a framework
+   * adapter says are underway (atomic), and a stream of the manager's own
+   * made at the first (the streams of tensors that capture are not touched
+   * while they do: events meant for them are recorded here). */
+  int captures;
+  gh_stream_t side_stream;
   /* Restores' copies: restore_stream, copy_stream itself unless
    * GPUHEAP_RESTORE_STREAM=0 (else split); then the two lanes (evictions on
    * copy_stream, restores on restore_stream) order what ordered_ev did. */
@@ -614,6 +620,14 @@ int _gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss);
 void _gh_tm_sset_vframe(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v);
 void _gh_tm_sset_users(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v);
 void _gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const gh_stream_t* user, int site);
+/* Captures (tensor_sync.c): 1 when a capture is underway and `s` is
+ * capturing (or cannot be asked), so that nothing may be queued on it nor
+ * wait for it; and the stream to record an event of s's work on (s, or
+ * the side stream while s captures). Under pmu or not. */
+int _gh_tm_capturing(gh_tmgr_t* tm, gh_stream_t s);
+static inline gh_stream_t gh_tm_rec_stream(gh_tmgr_t* tm, gh_stream_t s) {
+  return _gh_tm_capturing(tm, s) ? tm->side_stream : s;
+}
 void _gh_tm_lane_drop(gh_tmgr_t* tm, gh_tm_lane_t* l, size_t i, int done);
 gh_fevent_t _gh_tm_lane_mark(gh_tmgr_t* tm, gh_tm_lane_t* l);
 void _gh_tm_lane_wait(gh_tmgr_t* tm, gh_tm_lane_t* l, uint64_t stamp, const gh_stream_t* user, int site);

@@ -57,6 +57,10 @@ int _gh_tmgr_sim_configure(gh_tmgr_t* tm, uint32_t lag, size_t device_frames, si
 int _gh_tmgr_sim_defer(gh_tmgr_t* tm, int on);
 /* Tests only, simulation: `stream` reads as capturing a CUDA graph (NULL: none). */
 int _gh_tmgr_sim_capture(gh_tmgr_t* tm, gh_stream_t stream);
+/* Tests only, simulation: the event records, stream waits and syncs and
+ * copies made so far on the stream while it read as capturing (CUDA
+ * forbids them, or makes them part of the graph). */
+int _gh_tmgr_sim_capture_touches(gh_tmgr_t* tm, uint64_t* n);
 /* Tests only: eager runs of deferred copies (seed; 0: off; see
  * _gh_frames_sim_eager), and the copies run early so far (runs may be NULL). */
 int _gh_tmgr_sim_eager(gh_tmgr_t* tm, uint64_t seed, uint64_t* runs);

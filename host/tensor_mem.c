@@ -169,6 +169,8 @@ void _gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
  * (alone) while it creates an allocation. */
 void* _gh_tm_pool_main(void* arg) {
   gh_tmgr_t* tm = arg;
+  int relaxed = GH_FRAMES_CAPTURE_RELAXED; /* a graph captured elsewhere must not forbid its calls (tensor_sync.c) */
+  tm->ops->capture_mode(tm->fr, &relaxed);
   pthread_mutex_lock(&tm->mu);
   while (!tm->pool_stop) {
     int big = -1;

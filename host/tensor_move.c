@@ -385,7 +385,8 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
     int drain = 0;
     for (size_t k = 0; k < users.n; k++) {
       _gh_tm_wait_for(tm, bev, cs, &users.s[k], GH_TM_W_USERS);
-      if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, users.s[k], tm->word, (uint32_t)seq)) != GH_OK)
+      if (seq && (_gh_tm_capturing(tm, users.s[k]) ||
+                  GH_P(tm, tm->ops->stream_wait_value(tm->fr, users.s[k], tm->word, (uint32_t)seq)) != GH_OK))
         drain = 1;
     }
     if (drain) _gh_tm_mover_drain(tm);

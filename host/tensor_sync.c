@@ -104,7 +104,7 @@ int _gh_tm_sset_sync(gh_tmgr_t* tm, gh_tm_sset_t* ss) {
   const size_t n = ss->all ? tm->n_streams : ss->n;
   for (size_t i = 0; i < n && rc == GH_OK; i++) {
     gh_fevent_t e = 0;
-    rc = GH_P(tm, tm->ops->event_record(tm->fr, list[i], &e));
+    rc = GH_P(tm, tm->ops->event_record(tm->fr, gh_tm_rec_stream(tm, list[i]), &e));
     if (rc == GH_OK) {
       rc = GH_PW(tm, GH_TM_W_DRAIN, tm->ops->event_sync(tm->fr, e));
       GH_P(tm, tm->ops->event_destroy(tm->fr, e));
@@ -161,13 +161,36 @@ void _gh_tm_sset_users(const gh_tmgr_t* tm, gh_tm_sset_t* ss, size_t v) {
  * restore_stream and the lanes take ordered_ev's place (see "the restore
  * stream" below). */
 
+/* ---------------------------------------------------------------- captures
+ * While a stream captures a CUDA graph, CUDA forbids most of what the
+ * manager does to its tensors' streams: an event recorded on it becomes a
+ * node of the graph, which no host call may query or wait for; it may not
+ * wait for an event recorded outside the capture, nor be synchronized; and
+ * a forbidden call ends the capture with an error. So while a framework
+ * adapter says captures are underway (_gh_tmgr_capture_scope: PyTorch's
+ * graph pools, adapters_torch.cc), each of those calls first asks whether
+ * its stream captures, and for one that does: an event of its work is
+ * recorded on the side stream instead, a wait of it for the GPU is made by
+ * the host, a sync of it is skipped, and it does not wait for the mover's
+ * word (the host waits for the mover). The work queued on such a stream
+ * before its capture began counts as done: PyTorch synchronizes the device
+ * before it begins a capture (torch.cuda.graph), and the work captured runs
+ * only when the graph is replayed. With no capture underway this costs one
+ * atomic load a call. */
+int _gh_tm_capturing(gh_tmgr_t* tm, gh_stream_t s) {
+  if (!__atomic_load_n(&tm->captures, __ATOMIC_ACQUIRE)) return 0;
+  int c = 1;
+  if (tm->ops->stream_capturing(tm->fr, s, &c) != GH_OK) c = 1; /* unknown: touching it could end a capture */
+  return c;
+}
+
 /* Make what `user` queues from now on wait for event e, recorded on
  * stream `on` (a copy stream): `on` itself needs nothing; another stream
  * waits on the GPU; user NULL (the host), or a stream_wait that fails,
  * waits here. */
 void _gh_tm_wait_for(gh_tmgr_t* tm, gh_fevent_t e, gh_stream_t on, const gh_stream_t* user, int site) {
   if (user && *user == on) return;
-  if (user && GH_P(tm, tm->ops->stream_wait(tm->fr, *user, e)) == GH_OK) return;
+  if (user && !_gh_tm_capturing(tm, *user) && GH_P(tm, tm->ops->stream_wait(tm->fr, *user, e)) == GH_OK) return;
   GH_PW(tm, site, tm->ops->event_sync(tm->fr, e));
 }
 
@@ -333,7 +356,8 @@ void _gh_tm_stream_join(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t stream) {
     pthread_mutex_lock(&tm->jmu);
     const uint64_t seq = tm->jseq;
     pthread_mutex_unlock(&tm->jmu);
-    if (seq && GH_P(tm, tm->ops->stream_wait_value(tm->fr, stream, tm->word, (uint32_t)seq)) != GH_OK)
+    if (seq && (_gh_tm_capturing(tm, stream) ||
+                GH_P(tm, tm->ops->stream_wait_value(tm->fr, stream, tm->word, (uint32_t)seq)) != GH_OK))
       _gh_tm_mover_drain(tm);
   }
   gh_tm_tensor_add_stream(t, stream);
@@ -441,6 +465,8 @@ void _gh_tm_wait_failed(gh_tmgr_t* tm, int site) {
 void* _gh_tm_mover_main(void* arg) {
   gh_tmgr_t* tm = arg;
   gh_tm_is_mover = 1, _gh_tm_in_move = 1; /* its calls count in vmm_move_ns */
+  int relaxed = GH_FRAMES_CAPTURE_RELAXED;  /* a graph captured elsewhere must not forbid its calls ("captures") */
+  tm->ops->capture_mode(tm->fr, &relaxed);
   pthread_mutex_lock(&tm->jmu);
   for (;;) {
     while ((tm->jhead == tm->jn || tm->mover_hold) && !tm->mover_stop) pthread_cond_wait(&tm->jcv, &tm->jmu);

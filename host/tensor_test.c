@@ -54,6 +54,15 @@ int _gh_tmgr_sim_capture(gh_tmgr_t* tm, gh_stream_t stream) {
   return GH_OK;
 }
 
+int _gh_tmgr_sim_capture_touches(gh_tmgr_t* tm, uint64_t* n) {
+  const int sim = gh_tm_sim_only(tm);
+  if (sim != GH_OK) return sim;
+  _gh_tm_lock(tm);
+  GH_P(tm, (*n = _gh_frames_sim_capture_touches(tm->fr), GH_OK));
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
 int _gh_tmgr_sim_eager(gh_tmgr_t* tm, uint64_t seed, uint64_t* runs) {
   const int sim = gh_tm_sim_only(tm);
   if (sim != GH_OK) return sim;

@@ -691,6 +691,24 @@ static int vmm_stream_wait_value(gh_frames_t* f, gh_stream_t stream, uint32_t* w
   return GH_OK;
 }
 
+static int vmm_capture_mode(gh_frames_t* f, int* mode) {
+  if (f == NULL || mode == NULL) return _gh_error(GH_ERR_INVAL, "vmm_capture_mode: NULL");
+  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)*mode;
+  GH_CUDA_TRY(cudaThreadExchangeStreamCaptureMode(&m));
+  *mode = (int)m;
+  return GH_OK;
+}
+
+static int vmm_device_sync(gh_frames_t* f) {
+  if (f == NULL) return _gh_error(GH_ERR_INVAL, "vmm_device_sync: no provider");
+  const int err = vmm_enter(f);
+  if (err != GH_OK) return err;
+  GH_CUDA_TRY(cudaDeviceSynchronize());
+  return GH_OK;
+}
+
+_Static_assert(GH_FRAMES_CAPTURE_RELAXED == (int)cudaStreamCaptureModeRelaxed, "the relaxed capture mode");
+
 const gh_frames_ops_t _gh_frames_vmm = {
     .name = "cuda-vmm",
     .open = vmm_open,
@@ -715,4 +733,6 @@ const gh_frames_ops_t _gh_frames_vmm = {
     .word_alloc = vmm_word_alloc,
     .word_free = vmm_word_free,
     .stream_wait_value = vmm_stream_wait_value,
+    .capture_mode = vmm_capture_mode,
+    .device_sync = vmm_device_sync,
 };

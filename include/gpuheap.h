@@ -471,6 +471,20 @@ void* gh_torch_alloc_or_throw(ptrdiff_t size, int device, gh_stream_t stream);
  * a side stream could be reused while that stream still writes it. */
 void gh_torch_record_stream(void* ptr, gh_stream_t stream);
 void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream);
+/* CUDA graphs (torch.cuda.graph): gh_torch_alloc_or_throw serves a
+ * capture from a graph pool when PyTorch was given gpuheap's pool
+ * callbacks (host/adapters_torch.h; gpuheap.torch.enable installs them):
+ * its memory pinned on the device and kept from other use until the graph
+ * is gone. A capture without them, and gh_torch_alloc during any capture,
+ * are refused (GH_ERR_UNSUPPORTED): its memory would be reused while every
+ * replay still writes it. gh_torch_empty_cache, PyTorch's empty-cache
+ * callback (set_reset_fn): the blocks of graphs gone given back (none
+ * while a capture is underway), then gh_tmgr_empty_cache of the global
+ * manager. gh_torch_pool_counts: the graph pools now, each pointer may be
+ * NULL: pools, the blocks they own, of which freed by PyTorch and kept,
+ * and blocks of graphs gone not given back yet. */
+void gh_torch_empty_cache(void);
+void gh_torch_pool_counts(size_t* pools, size_t* blocks, size_t* freed, size_t* retired);
 /* CuPy's CFunctionAllocator entry points (param: unused, may be NULL). */
 void* gh_cupy_malloc(void* param, size_t size, int device);
 void gh_cupy_free(void* param, void* ptr, int device);

@@ -1,0 +1,270 @@
+/* PyTorch's CUDA graph pools on gpuheap (host/adapters_torch.cc), on the
+ * simulated frames, whose stream 0x1000 reads as capturing while the test
+ * says so and which counts every operation made on it meanwhile:
+ *   - without a capture scope, the manager's flush of a free does touch a
+ *     capturing stream (what the scope is for: the check can fail);
+ *   - a capture into a pool, with the device budget spent so that its
+ *     blocks evict tensors (one of them used on the capturing stream, one
+ *     freed there just before): no operation on the capturing stream; its
+ *     blocks pinned on the device; a block freed in the capture given again
+ *     to the next request of its size on its stream, not one
+ *     record_stream'ed elsewhere; plain allocations on other streams go on;
+ *     the evicted tensors keep their bytes;
+ *   - a capture whose pool's filter does not take the stream is refused;
+ *     one past both budgets throws and keeps nothing;
+ *   - release: the freed blocks go back to the manager, the live ones as
+ *     they are freed; blocks retired while another capture is underway wait
+ *     for its end (gh_torch_empty_cache gives them back); a pool block freed
+ *     twice is reported, not freed again;
+ *   - at the end nothing is pinned or leaked and the manager's accounts hold. */
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "gpuheap.h"
+#include "../../host/adapters_torch.h"
+#include "../../host/tensor_internal.h"
+
+static int failures = 0;
+#define CHECK(c)                                                                    \
+  do {                                                                              \
+    if (!(c)) {                                                                     \
+      std::fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);    \
+      failures++;                                                                   \
+    }                                                                               \
+  } while (0)
+
+static const size_t MiB = (size_t)1 << 20;
+static const gh_stream_t CAP = (gh_stream_t)(uintptr_t)0x1000;   /* the capture's stream */
+static const gh_stream_t OTHER = (gh_stream_t)(uintptr_t)0x2000; /* the program's other stream */
+static gh_tmgr_t* tm = nullptr;
+
+static void* alloc(size_t bytes, gh_stream_t s) {
+  try {
+    return gh_torch_alloc_or_throw((ptrdiff_t)bytes, 0, s);
+  } catch (const std::bad_alloc& e) {
+    std::fprintf(stderr, "unexpected: %s\n", e.what());
+    failures++;
+    return nullptr;
+  }
+}
+
+static std::string refused(size_t bytes, gh_stream_t s) {
+  try {
+    void* p = gh_torch_alloc_or_throw((ptrdiff_t)bytes, 0, s);
+    gh_torch_free(p, (ptrdiff_t)bytes, 0, s);
+  } catch (const std::bad_alloc& e) {
+    return e.what();
+  }
+  return "";
+}
+
+static uint64_t touches() {
+  uint64_t n = 0;
+  CHECK(_gh_tmgr_sim_capture_touches(tm, &n) == GH_OK);
+  return n;
+}
+
+struct counts {
+  size_t pools, blocks, freed, retired;
+};
+static counts pool_counts() {
+  counts c{};
+  gh_torch_pool_counts(&c.pools, &c.blocks, &c.freed, &c.retired);
+  return c;
+}
+
+static gh_tmgr_stats_t stats() {
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  return s;
+}
+
+static gh_tier_t tier(const void* p) {
+  gh_tier_t t = GH_TIER_NONE;
+  CHECK(gh_tensor_tier(tm, p, &t) == GH_OK);
+  return t;
+}
+
+static void fill(void* p, size_t bytes, int v) { std::memset(p, v, bytes); }
+static bool holds(const void* p, size_t bytes, int v) {
+  const unsigned char* b = (const unsigned char*)p;
+  for (size_t i = 0; i < bytes; i += 4096)
+    if (b[i] != (unsigned char)v) return false;
+  return b[bytes - 1] == (unsigned char)v;
+}
+
+static bool capturing = false; /* what the filters read: the capture has begun on CAP */
+static gh_capture_filter cap_filter() {
+  return [](gh_stream_t s) { return capturing && s == CAP; };
+}
+static void capture_begin(gh_mempool_id id, gh_capture_filter f) {
+  gh_torch_begin_allocate_to_pool(0, id, std::move(f)); /* PyTorch: before cudaStreamBeginCapture */
+  CHECK(_gh_tmgr_sim_capture(tm, CAP) == GH_OK);
+  capturing = true;
+}
+static void capture_end(gh_mempool_id id) {
+  CHECK(_gh_tmgr_sim_capture(tm, nullptr) == GH_OK); /* cudaStreamEndCapture, then the end callback */
+  capturing = false;
+  gh_torch_end_allocate_to_pool(0, id);
+}
+
+int main() {
+  gh_tmgr_options_t o;
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_SIM;
+  o.device_budget = 24 * MiB;
+  o.host_budget = 64 * MiB;
+  o.host_pool_frames = 0;
+  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  if (!tm) return 1;
+  CHECK(gh_tmgr_set_global(tm) == GH_OK);
+
+  /* Without a capture scope the manager does touch a capturing stream: a
+   * free's event is recorded on its stream at the next flush. */
+  void* x = alloc(4 * MiB, CAP);
+  gh_torch_free(x, 4 * MiB, 0, CAP);
+  CHECK(_gh_tmgr_sim_capture(tm, CAP) == GH_OK);
+  const uint64_t t0 = touches();
+  CHECK(gh_tmgr_maintain(tm) == GH_OK);
+  std::printf("no scope: %llu operations on the capturing stream\n", (unsigned long long)(touches() - t0));
+  CHECK(touches() > t0);
+  CHECK(_gh_tmgr_sim_capture(tm, nullptr) == GH_OK);
+  CHECK(gh_tmgr_maintain(tm) == GH_OK);
+
+  /* Before the capture: tensors over the device budget (some evicted), one
+   * of them used on the capture's stream, one freed there just now. */
+  std::vector<void*> keep;
+  for (int i = 0; i < 8; i++) {
+    void* p = alloc(4 * MiB, OTHER);
+    fill(p, 4 * MiB, 0x10 + i);
+    keep.push_back(p);
+  }
+  void* on_cap = alloc(4 * MiB, CAP);
+  fill(on_cap, 4 * MiB, 0x55);
+  void* freed_on_cap = alloc(2 * MiB, CAP);
+  gh_torch_free(freed_on_cap, 2 * MiB, 0, CAP);
+  CHECK(stats().evictions > 0);
+  for (void* p : keep) CHECK(gh_tensor_advise(tm, p, GH_ADVICE_COLD) == GH_OK);
+  CHECK(gh_tensor_advise(tm, on_cap, GH_ADVICE_COLD) == GH_OK);
+
+  const gh_mempool_id g1{1, 0};
+  const uint64_t ev0 = stats().evictions;
+  capture_begin(g1, cap_filter());
+  const uint64_t c0 = touches();
+  void* a = alloc(6 * MiB, CAP);
+  void* b = alloc(6 * MiB, CAP);
+  void* c = alloc(512 * 1024, CAP);
+  fill(a, 6 * MiB, 0xa1), fill(b, 6 * MiB, 0xb2), fill(c, 512 * 1024, 0xc3);
+  gh_torch_free(b, 6 * MiB, 0, CAP);            /* freed in the capture: kept by the pool */
+  void* b2 = alloc(5 * MiB + MiB / 2, CAP);     /* the same stream, within a quarter more: b again */
+  CHECK(b2 == b);
+  gh_torch_record_stream(c, OTHER);             /* used on another stream too */
+  gh_torch_free(c, 512 * 1024, 0, CAP);
+  void* c2 = alloc(512 * 1024, CAP);            /* not c: it may still be read there */
+  CHECK(c2 != c && c2 != nullptr);
+  void* small = alloc(MiB, CAP);
+  CHECK(small != b && small != c);              /* no block of 6 MiB for 1 MiB (more than a quarter) */
+  void* plain = alloc(2 * MiB, OTHER);          /* another stream: the plain path, while the capture goes on */
+  fill(plain, 2 * MiB, 0x77);
+  gh_torch_free(plain, 2 * MiB, 0, OTHER);
+  void* before = alloc(MiB, OTHER);             /* made outside the pool, freed on the capturing stream */
+  gh_torch_free(before, MiB, 0, CAP);
+  CHECK(gh_tmgr_maintain(tm) == GH_OK);          /* flushes that free: its event not on the capturing stream */
+  std::printf("capture: %llu evictions, %llu operations on the capturing stream\n",
+              (unsigned long long)(stats().evictions - ev0), (unsigned long long)(touches() - c0));
+  CHECK(stats().evictions > ev0);               /* the pool's blocks made room by evicting */
+  CHECK(touches() == c0);
+  CHECK(tier(a) == GH_TIER_DEVICE && tier(b) == GH_TIER_DEVICE && tier(c2) == GH_TIER_DEVICE);
+  CHECK(stats().pinned_tensors == 5);           /* a, b, c, c2, small */
+  CHECK(gh_tensor_evict(tm, a) == GH_ERR_PINNED);
+
+  /* Refused: a capture whose pool's filter does not take the stream, one past both budgets. */
+  const gh_mempool_id g9{9, 0};
+  gh_torch_begin_allocate_to_pool(0, g9, [](gh_stream_t) { return false; });
+  std::string m = refused(MiB, OTHER);          /* another stream, not capturing: served */
+  CHECK(m.empty());
+  gh_torch_end_allocate_to_pool(0, g9);
+  m = refused(200 * MiB, CAP);
+  std::printf("past both budgets in a capture: %s\n", m.c_str());
+  CHECK(m.rfind("gpuheap: out of memory (209715200 bytes on device 0)", 0) == 0);
+  CHECK(stats().pinned_tensors == 5);
+  capture_end(g1);
+  CHECK(touches() == c0);
+
+  counts k = pool_counts();
+  std::printf("after the capture: %zu pools, %zu blocks, %zu freed, %zu retired\n", k.pools, k.blocks, k.freed,
+              k.retired);
+  CHECK(k.pools == 2 && k.blocks == 5 && k.freed == 1 && k.retired == 0); /* g9 holds nothing but stays known */
+  gh_torch_release_pool(0, g9);
+
+  /* No filter takes the stream: refused as before. */
+  const gh_mempool_id g2{2, 0};
+  gh_torch_begin_allocate_to_pool(0, g2, [](gh_stream_t) { return false; });
+  CHECK(_gh_tmgr_sim_capture(tm, CAP) == GH_OK);
+  m = refused(MiB, CAP);
+  std::printf("no pool takes the stream: %s\n", m.c_str());
+  CHECK(m.find("capturing a CUDA graph") != std::string::npos);
+  capture_end(g2);
+  gh_torch_release_pool(0, g2);
+
+  /* The evicted tensors kept their bytes; the pool's too. */
+  for (size_t i = 0; i < keep.size(); i++) CHECK(holds(keep[i], 4 * MiB, 0x10 + (int)i));
+  CHECK(holds(on_cap, 4 * MiB, 0x55));
+  CHECK(holds(a, 6 * MiB, 0xa1));
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+
+  /* The program frees the outputs it dropped; the graph goes. */
+  gh_torch_free(b2, 6 * MiB, 0, CAP);
+  gh_torch_free(c2, 512 * 1024, 0, CAP);
+  gh_torch_free(small, MiB, 0, CAP);
+  gh_torch_free(small, MiB, 0, CAP);             /* twice: reported, not freed again */
+  CHECK(std::strstr(gh_last_error_detail(), "freed already") != nullptr);
+  const size_t live0 = stats().tensors[GH_KIND_ACTIVATIONS];
+  gh_torch_release_pool(0, g1);                  /* b, c, c2, small back; a still held */
+  k = pool_counts();
+  CHECK(k.pools == 1 && k.blocks == 1 && k.freed == 0 && k.retired == 0);
+  CHECK(stats().tensors[GH_KIND_ACTIVATIONS] == live0 - 4);
+  CHECK(stats().pinned_tensors == 1);
+  CHECK(holds(a, 6 * MiB, 0xa1));
+  gh_torch_free(a, 6 * MiB, 0, CAP);             /* the last one: back at once, the pool gone */
+  k = pool_counts();
+  CHECK(k.pools == 0 && k.blocks == 0 && k.retired == 0);
+  CHECK(stats().pinned_tensors == 0);
+
+  /* Retired while another capture is underway: kept until it ends. */
+  const gh_mempool_id g3{3, 0}, g4{4, 0};
+  capture_begin(g3, cap_filter());
+  void* d = alloc(2 * MiB, CAP);
+  capture_end(g3);
+  capture_begin(g4, cap_filter());
+  gh_torch_free(d, 2 * MiB, 0, CAP);
+  gh_torch_release_pool(0, g3);
+  k = pool_counts();
+  CHECK(k.retired == 1 && stats().pinned_tensors == 1);  /* no wait for the device during a capture */
+  capture_end(g4);
+  CHECK(pool_counts().retired == 1);
+  gh_torch_empty_cache();
+  k = pool_counts();
+  CHECK(k.pools == 1 && k.blocks == 0 && k.retired == 0);  /* g4's, until its release */
+  CHECK(stats().pinned_tensors == 0);
+  gh_torch_release_pool(0, g4);
+  CHECK(pool_counts().pools == 0);
+
+  for (void* p : keep) gh_torch_free(p, 4 * MiB, 0, OTHER);
+  gh_torch_free(on_cap, 4 * MiB, 0, CAP);
+  CHECK(gh_tmgr_maintain(tm) == GH_OK);
+  CHECK(stats().tensors[GH_KIND_ACTIVATIONS] == 0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_set_global(nullptr) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+  if (failures) {
+    std::fprintf(stderr, "test_torch_graph: %d checks failed\n", failures);
+    return 1;
+  }
+  std::printf("test_torch_graph: all checks passed\n");
+  return 0;
+}
