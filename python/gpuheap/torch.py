@@ -24,6 +24,7 @@ needs it.
 """
 import collections
 import contextlib
+import ctypes
 import itertools
 import sys
 import threading
@@ -34,7 +35,8 @@ import gpuheap
 from gpuheap import (Error, Kind, Advice, ERR_INVAL, ERR_UNSUPPORTED, ERR_NO_DEVICE, ERR_FOREIGN, ERR_DOUBLE_FREE,
                      ERR_PINNED, ERR_BUDGET)
 
-__all__ = ["enable", "is_enabled", "manager", "memory_stats", "torch_style_stats", "empty_cache", "set_kind", "pin",
+__all__ = ["enable", "is_enabled", "manager", "memory_stats", "torch_style_stats", "empty_cache", "graph_pools",
+           "set_kind", "pin",
            "unpin", "pinned", "advise", "evict", "prefetch", "tier", "mark_model", "offload", "Offload",
            "OFFLOAD_MODES"]
 
@@ -112,7 +114,7 @@ def enable(device_budget=None, host_budget=None, torch_stats=True, **options):
             # it into a RuntimeError, where a NULL would become a tensor at
             # address 0 that faults at its first kernel.
             alloc = Pluggable(path, "gh_torch_alloc_or_throw", "gh_torch_free")
-            _set_record_stream(alloc)
+            _set_callbacks(alloc)
             mem.change_current_allocator(alloc)
         except RuntimeError as e:
             _unset_global(m)
@@ -141,22 +143,47 @@ def _patch_torch_stats(torch):
                 setattr(mod, name, fn)
 
 
-def _set_record_stream(alloc):
-    """Give PyTorch's record_stream to gpuheap (gh_torch_record_stream):
-    without the callback it does nothing under a pluggable allocator, and
-    the memory of a tensor record_stream'ed on a side stream (by the
-    program, or by NCCL's process groups) would be reused while that stream
-    still writes it (bench/results/logs-torch-edges/, run 3). A PyTorch
-    whose allocator has no set_record_stream_fn gets a warning."""
+# The pluggable allocator's callbacks gpuheap gives PyTorch: (setter, entry
+# point, what a PyTorch without that setter loses).
+_CALLBACKS = (
+    # Without it record_stream does nothing under a pluggable allocator, and
+    # the memory of a tensor record_stream'ed on a side stream (by the
+    # program, or by NCCL's process groups) would be reused while that
+    # stream still writes it (bench/results/logs-torch-edges/, run 3).
+    ("set_record_stream_fn", "gh_torch_record_stream",
+     "Tensor.record_stream does nothing under gpuheap (synchronize side streams before dropping their tensors)"),
+    # torch.cuda.empty_cache(): frames with no live tensor given back.
+    ("set_reset_fn", "gh_torch_empty_cache", "torch.cuda.empty_cache() does nothing (use gpuheap.torch.empty_cache)"),
+    # CUDA graphs: a capture's memory kept in a pool of its own until the
+    # graph is gone (host/adapters_torch.cc); without the three, captures
+    # are refused at their first allocation.
+    ("set_begin_allocate_to_pool", "gh_torch_begin_allocate_to_pool", "CUDA graph captures are refused"),
+    ("set_end_allocate_to_pool_fn", "gh_torch_end_allocate_to_pool", "CUDA graph captures are refused"),
+    ("set_release_pool", "gh_torch_release_pool", "CUDA graph captures are refused"),
+)
+
+
+def _set_callbacks(alloc):
+    """Give PyTorch gpuheap's callbacks (_CALLBACKS) where its pluggable
+    allocator takes them; one warning naming what is lost where it does not.
+    The graph-pool callbacks are given all three or none (a capture whose
+    pool never ends or is never released would keep its memory pinned).
+    Returns the setters used."""
     inner = alloc.allocator() if hasattr(alloc, "allocator") else None
-    setter = getattr(inner, "set_record_stream_fn", None)
-    if setter is None:
-        warnings.warn("gpuheap.torch: this PyTorch's pluggable allocator takes no record-stream callback: "
-                      "Tensor.record_stream does nothing under gpuheap (synchronize side streams before "
-                      "dropping their tensors)", RuntimeWarning, stacklevel=3)
-        return False
-    setter(gpuheap.library().address_of("gh_torch_record_stream"))
-    return True
+    lib = gpuheap.library()
+    have = {name for name, entry, _ in _CALLBACKS
+            if callable(getattr(inner, name, None)) and getattr(lib.cdll, entry, None) is not None}
+    pools = {name for name, entry, _ in _CALLBACKS[2:]}
+    if not pools <= have:
+        have -= pools
+    lost = sorted({why for name, _, why in _CALLBACKS if name not in have})
+    if lost:
+        warnings.warn("gpuheap.torch: this PyTorch's pluggable allocator lacks callbacks gpuheap needs: "
+                      + "; ".join(lost), RuntimeWarning, stacklevel=3)
+    for name, entry, _ in _CALLBACKS:
+        if name in have:
+            getattr(inner, name)(lib.address_of(entry))
+    return have
 
 
 def _unset_global(m):
@@ -262,9 +289,28 @@ def reset_peak_memory_stats(manager=None):
 
 
 def empty_cache(manager=None):
-    """Give back frames that hold no live tensor (gh_tmgr_empty_cache); tensors
-    are not moved. (torch.cuda.empty_cache() does nothing under gpuheap.)"""
-    _mgr(manager).empty_cache()
+    """Give back frames that hold no live tensor (gh_tmgr_empty_cache), and
+    for the enabled manager the memory of CUDA graphs gone that a capture
+    underway kept back; tensors are not moved. torch.cuda.empty_cache()
+    does the same under gpuheap.torch.enable (its empty-cache callback)."""
+    m = _mgr(manager)
+    if m is _manager and gpuheap.library().gh_torch_empty_cache is not None:
+        gpuheap.library().gh_torch_empty_cache()
+    m.empty_cache()
+
+
+def graph_pools():
+    """The CUDA graph pools gpuheap serves for PyTorch now, as a dict:
+    pools, blocks (the memory of captures, pinned on the device), freed
+    (blocks PyTorch freed that their pool keeps for its graph's replays),
+    retired (blocks of graphs gone, given back once no capture is
+    underway)."""
+    lib = gpuheap.library()
+    if lib.gh_torch_pool_counts is None:
+        raise Error(ERR_UNSUPPORTED, "this libgpuheap has no graph pools", "gpuheap.torch.graph_pools")
+    v = [ctypes.c_size_t() for _ in range(4)]
+    lib.gh_torch_pool_counts(*[ctypes.byref(x) for x in v])
+    return dict(zip(("pools", "blocks", "freed", "retired"), (x.value for x in v)))
 
 
 # ---------------------------------------------------------------- tensors

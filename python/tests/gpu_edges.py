@@ -9,11 +9,23 @@ is chosen once a process):
             and ends the CUDA context: bench/results/logs-torch-edges/),
             the tensors made before it read back their fill, and the
             process goes on allocating and computing.
-  graph     torch.cuda.graph capture: refused at its first allocation
-            (RuntimeError naming the capture): a pluggable allocator gets
-            no graph pool, and memory handed out during a capture would be
-            reused while every replay still writes it (the probe saw a
-            tensor made after the capture overwritten by a replay). The
+  graph     torch.cuda.graph of a small network's forward and backward,
+            served from a graph pool (gpuheap.torch.enable gives PyTorch
+            the pool callbacks): five replays on new inputs equal eager
+            within 1e-4, and a tensor zeroed after the capture is still
+            zero after them (without pools the probe saw a replay write
+            into it: bench/results/logs-torch-edges/); once the graph and
+            its outputs are gone, no block is kept freed or retired and
+            every pinned tensor is a block still held (PyTorch keeps a
+            cuBLAS workspace made during the capture).
+  graph_evict  the same with the device budget spent (1 GiB budget,
+            1.5 GiB of filled tensors made first): the capture's blocks
+            evict tensors while the capture runs, which must not touch
+            the capturing stream; the replays equal eager, the tensors
+            keep their fill.
+  graph_refused  a capture begun with PyTorch's raw API on a stream no
+            pool serves (torch.cuda.graph not used): refused at its first
+            allocation with a RuntimeError naming the capture; the
             process goes on.
   compile   torch.compile (Inductor, no CUDA graphs): forward and
             backward on gpuheap, outputs equal to eager within 1e-5.
@@ -43,7 +55,7 @@ import tempfile
 from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict
 
 MiB = 1 << 20
-CASES = ("oom", "graph", "compile", "record_stream", "stats", "device", "cupy_oom")
+CASES = ("oom", "graph", "graph_evict", "graph_refused", "compile", "record_stream", "stats", "device", "cupy_oom")
 
 
 def err(e):
@@ -84,21 +96,103 @@ def case_oom(torch):
     return out
 
 
-def case_graph(torch):
-    enable_or_skip()
-    x = torch.full((MiB,), 1.0, device="cuda")
+def graph_run(torch, ght, width, batch):
+    """A network's forward and backward captured with torch.cuda.graph,
+    replayed on new inputs against eager; see the module's doc."""
+    import gc
+    m = ght.manager()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.ReLU(),
+                              torch.nn.Linear(2 * width, width)).cuda()
+    x = torch.randn(batch, width, device="cuda")
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        y = (x * 2) * 3 + 1  # warm up on the side stream, as PyTorch asks before a capture
+    with torch.cuda.stream(s):  # warm up on a side stream, as PyTorch asks before a capture
+        for _ in range(3):
+            net.zero_grad(set_to_none=True)
+            net(x).square().mean().backward()
     torch.cuda.current_stream().wait_stream(s)
-    out = {"error": None}
+    net.zero_grad(set_to_none=True)
+    st0 = m.stats()
     g = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(g):
+    with torch.cuda.graph(g):
+        y = net(x)
+        loss = y.square().mean()
+        loss.backward()
+    st1 = m.stats()
+    out = {"evictions_in_capture": st1["evictions"] - st0["evictions"], "pools_captured": ght.graph_pools(),
+           "pinned_captured": st1["pinned_tensors"]}
+    z = torch.zeros(4 * MiB, device="cuda")  # made after the capture: no replay may write it
+    w0 = net[0].weight
+    diff = 0.0
+    for i in range(5):
+        xi = torch.randn(batch, width, device="cuda")
+        x.copy_(xi)
+        g.replay()
+        ye = net(xi)
+        le = ye.square().mean()
+        (ge,) = torch.autograd.grad(le, [w0])
+        torch.cuda.synchronize()
+        diff = max(diff, float((y - ye).abs().max()), float((loss - le).abs()), float((w0.grad - ge).abs().max()))
+    out["max_diff"] = diff
+    out["z_nonzero"] = int((z != 0).sum().item())
+    del g, y, loss, ye, le, ge
+    net.zero_grad(set_to_none=True)
+    gc.collect()
+    torch.cuda.synchronize()
+    out["pools_released"] = ght.graph_pools()
+    out["pinned_released"] = m.stats()["pinned_tensors"]
+    out["after"] = float((x * 0 + 1).sum().item())
+    return out
+
+
+def case_graph(torch):
+    ght = enable_or_skip()
+    return graph_run(torch, ght, 1024, 512)
+
+
+def case_graph_evict(torch):
+    ght = enable_or_skip(device_budget="1GiB", host_budget="4GiB")
+    fills = []
+    for i in range(12):
+        t = torch.empty(128 * MiB, dtype=torch.uint8, device="cuda")
+        t.fill_(i + 1)
+        fills.append(t)
+    out = graph_run(torch, ght, 2048, 8192)
+    torch.cuda.synchronize()
+    out["fills_ok"] = all(int(t[0].item()) == i + 1 and int(t[-1].item()) == i + 1 for i, t in enumerate(fills))
+    out["evictions"] = ght.manager().stats()["evictions"]
+    return out
+
+
+def case_graph_refused(torch):
+    """A capture begun with the CUDA runtime's own call (cudaStreamBeginCapture,
+    through ctypes), which gives gpuheap no pool."""
+    import ctypes
+    enable_or_skip()
+    rt = None
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            rt = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if rt is None:
+        return {"skipped": "no libcudart to begin a capture with"}
+    x = torch.full((MiB,), 1.0, device="cuda")
+    s = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    out = {"error": None}
+    graph = ctypes.c_void_p()
+    with torch.cuda.stream(s):
+        assert rt.cudaStreamBeginCapture(ctypes.c_void_p(s.cuda_stream), 2) == 0  # relaxed
+        try:
             y = (x * 2) * 3 + 1
-    except RuntimeError as e:
-        out["error"] = str(e)
+        except RuntimeError as e:
+            out["error"] = str(e)
+        out["end_capture"] = rt.cudaStreamEndCapture(ctypes.c_void_p(s.cuda_stream), ctypes.byref(graph))
+    if graph.value:
+        rt.cudaGraphDestroy(graph)
     torch.cuda.synchronize()
     z = x * 4 + 1
     out["after"] = float(z.sum().item())
@@ -197,10 +291,23 @@ def check(name, r):
             f.append(f"oom: {r['kept']} tensors of 32 MiB before the error (256 MiB a tier: 8-16)")
         if not r["kept_ok"]:
             f.append("oom: a tensor made before the error lost its fill")
-    if name == "graph" and "capturing a CUDA graph" not in (r["error"] or ""):
-        f.append(f"graph: the capture gave {r['error']!r}, not gpuheap's refusal")
-    if name in ("oom", "graph", "cupy_oom") and r.get("after") != {"oom": 4.0 * MiB, "graph": 5.0 * MiB,
-                                                                  "cupy_oom": 1.0 * MiB}[name]:
+    if name in ("graph", "graph_evict"):
+        if not r["max_diff"] <= 1e-4:
+            f.append(f"{name}: replays differ from eager by {r['max_diff']}")
+        if r["z_nonzero"]:
+            f.append(f"{name}: a replay wrote {r['z_nonzero']} elements of a tensor made after the capture")
+        pc, pr = r["pools_captured"], r["pools_released"]
+        if not (pc["pools"] >= 1 and pc["blocks"] >= 4 and r["pinned_captured"] >= pc["blocks"]):
+            f.append(f"{name}: the capture's pool: {pc}, {r['pinned_captured']} pinned")
+        if not (pr["freed"] == 0 and pr["retired"] == 0 and pr["blocks"] <= 2 and r["pinned_released"] == pr["blocks"]):
+            f.append(f"{name}: after the graph and its outputs went: {pr}, {r['pinned_released']} pinned")
+    if name == "graph_evict" and not (r["evictions_in_capture"] > 0 and r["fills_ok"]):
+        f.append(f"graph_evict: {r['evictions_in_capture']} evictions in the capture, fills kept: {r['fills_ok']}")
+    if name == "graph_refused" and "capturing a CUDA graph" not in (r["error"] or ""):
+        f.append(f"graph_refused: the capture gave {r['error']!r}, not gpuheap's refusal")
+    if name in ("oom", "graph", "graph_evict", "graph_refused", "cupy_oom") and r.get("after") != {
+            "oom": 4.0 * MiB, "graph": 512.0 * 1024, "graph_evict": 8192.0 * 2048, "graph_refused": 5.0 * MiB,
+            "cupy_oom": 1.0 * MiB}[name]:
         f.append(f"{name}: after the error the process computed {r.get('after')!r}")
     if name == "record_stream" and r["corrupted"] != 0:
         f.append(f"record_stream: {r['corrupted']} elements of the new tensor hold the side stream's late write")

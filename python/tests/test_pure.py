@@ -1612,13 +1612,25 @@ STATE = {"initialized": os.environ.get("FAKE_TORCH_INIT") == "1", "allocated": 0
 class _Native:
     def set_record_stream_fn(self, fn):
         STATE["record_stream_fn"] = fn
+    def set_reset_fn(self, fn):
+        STATE["reset_fn"] = fn
+
+class _NativeWithPools(_Native):
+    def set_begin_allocate_to_pool(self, fn):
+        STATE["begin_fn"] = fn
+    def set_end_allocate_to_pool_fn(self, fn):
+        STATE["end_fn"] = fn
+    def set_release_pool(self, fn):
+        STATE["release_fn"] = fn
 
 class _Memory:
     class CUDAPluggableAllocator:
         def __init__(self, path, alloc, free):
             self.args = (path, alloc, free)
         def allocator(self):
-            return object() if os.environ.get("FAKE_TORCH_NO_RECORD") == "1" else _Native()
+            if os.environ.get("FAKE_TORCH_NO_RECORD") == "1":
+                return object()
+            return _Native() if os.environ.get("FAKE_TORCH_NO_POOLS") == "1" else _NativeWithPools()
     @staticmethod
     def memory_stats(device=None):
         raise RuntimeError("CUDAPluggableAllocator does not yet support getDeviceStats")
@@ -1689,8 +1701,13 @@ class TestTorchEnableWithFake(unittest.TestCase):
             m = gpuheap.torch.enable(device_budget='64MiB', host_budget='64MiB', backend='sim', host_pool_frames=0)
             a = torch.STATE['installed']
             assert a.args == (gpuheap.library_path(), 'gh_torch_alloc_or_throw', 'gh_torch_free'), a.args
-            # record_stream reaches the manager through PyTorch's callback
-            assert torch.STATE['record_stream_fn'] == gpuheap.library().address_of('gh_torch_record_stream')
+            # record_stream, empty_cache and CUDA graph pools reach the manager through PyTorch's callbacks
+            lib = gpuheap.library()
+            for key, entry in (('record_stream_fn', 'gh_torch_record_stream'), ('reset_fn', 'gh_torch_empty_cache'),
+                               ('begin_fn', 'gh_torch_begin_allocate_to_pool'),
+                               ('end_fn', 'gh_torch_end_allocate_to_pool'), ('release_fn', 'gh_torch_release_pool')):
+                assert torch.STATE[key] == lib.address_of(entry) != None, key
+            assert gpuheap.torch.graph_pools() == {'pools': 0, 'blocks': 0, 'freed': 0, 'retired': 0}
             assert gpuheap.torch.enable() is m
             assert gpuheap.global_manager() is m
             # the entry point PyTorch will call serves from this manager
@@ -1734,6 +1751,26 @@ class TestTorchEnableWithFake(unittest.TestCase):
                 self.assertIn("got (3145728, 3145728, 0)", out)
             else:
                 self.assertIn("does not yet support getDeviceStats", out)
+
+    def test_callbacks_missing(self):
+        """A PyTorch whose allocator lacks the graph-pool setters: one warning
+        naming what is lost, the other callbacks still given, no pool
+        callback given alone."""
+        _lib()
+        rc, out = self.run_fake("""
+            import warnings, gpuheap, gpuheap.torch, torch
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter('always')
+                m = gpuheap.torch.enable(device_budget='64MiB', backend='sim', host_pool_frames=0)
+            msgs = [str(x.message) for x in w]
+            assert len(msgs) == 1 and 'CUDA graph captures are refused' in msgs[0], msgs
+            assert 'record_stream' not in msgs[0], msgs
+            assert torch.STATE['reset_fn'] == gpuheap.library().address_of('gh_torch_empty_cache')
+            assert 'begin_fn' not in torch.STATE
+            print('ok')
+        """, FAKE_TORCH_NO_POOLS="1")
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
 
     def test_record_stream(self):
         _lib()
