@@ -98,13 +98,25 @@ def case_oom(torch):
 
 def graph_run(torch, ght, width, batch):
     """A network's forward and backward captured with torch.cuda.graph,
-    replayed on new inputs against eager; see the module's doc."""
-    import gc
-    m = ght.manager()
+    replayed on new inputs against eager, twice (a graph, then another
+    after the first is gone); see the module's doc."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.ReLU(),
                               torch.nn.Linear(2 * width, width)).cuda()
     x = torch.randn(batch, width, device="cuda")
+    out = graph_cycle(torch, ght, net, x)
+    again = graph_cycle(torch, ght, net, x)
+    out["max_diff"] = max(out["max_diff"], again["max_diff"])
+    out["z_nonzero"] += again["z_nonzero"]
+    out["pools_released_again"] = again["pools_released"]
+    out["pinned_released_again"] = again["pinned_released"]
+    return out
+
+
+def graph_cycle(torch, ght, net, x):
+    import gc
+    m = ght.manager()
+    batch, width = x.shape
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):  # warm up on a side stream, as PyTorch asks before a capture
@@ -142,6 +154,8 @@ def graph_run(torch, ght, width, batch):
     torch.cuda.synchronize()
     out["pools_released"] = ght.graph_pools()
     out["pinned_released"] = m.stats()["pinned_tensors"]
+    # What the blocks still held are: the bytes of the pinned frames (shared frames counted whole).
+    out["pinned_frame_bytes"] = sum(f["used_bytes"] for f in m.frame_map() if f["pinned"])
     out["after"] = float((x * 0 + 1).sum().item())
     return out
 
@@ -299,8 +313,13 @@ def check(name, r):
         pc, pr = r["pools_captured"], r["pools_released"]
         if not (pc["pools"] >= 1 and pc["blocks"] >= 4 and r["pinned_captured"] >= pc["blocks"]):
             f.append(f"{name}: the capture's pool: {pc}, {r['pinned_captured']} pinned")
-        if not (pr["freed"] == 0 and pr["retired"] == 0 and pr["blocks"] <= 2 and r["pinned_released"] == pr["blocks"]):
-            f.append(f"{name}: after the graph and its outputs went: {pr}, {r['pinned_released']} pinned")
+        # What PyTorch still holds from a capture (its cuBLAS workspaces for the capture's stream, made in the
+        # first capture and kept) stays, and does not grow with a second graph on the same stream.
+        pa = r["pools_released_again"]
+        if not (pr["freed"] == pr["retired"] == pa["freed"] == pa["retired"] == 0 and pa["blocks"] == pr["blocks"]
+                and r["pinned_released"] == pr["blocks"] and r["pinned_released_again"] == pa["blocks"]):
+            f.append(f"{name}: after each graph and its outputs went: {pr}, then {pa}; "
+                     f"{r['pinned_released']}, {r['pinned_released_again']} pinned")
     if name == "graph_evict" and not (r["evictions_in_capture"] > 0 and r["fills_ok"]):
         f.append(f"graph_evict: {r['evictions_in_capture']} evictions in the capture, fills kept: {r['fills_ok']}")
     if name == "graph_refused" and "capturing a CUDA graph" not in (r["error"] or ""):
