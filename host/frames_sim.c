@@ -773,7 +773,6 @@ void _gh_frames_sim_capture(gh_frames_t* f, gh_stream_t stream) {
   if (f) __atomic_store_n(&f->capture, stream, __ATOMIC_RELEASE);
 }
 uint64_t _gh_frames_sim_capture_touches(gh_frames_t* f) { return f ? f->capture_touches : 0; }
-int _gh_frames_sim_thread_capture_mode(void) { return gh_sim_capture_mode; }
 
 void _gh_frames_sim_defer(gh_frames_t* f, int on) {
   if (!f) return;

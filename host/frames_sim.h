@@ -30,8 +30,6 @@ void _gh_frames_sim_capture(gh_frames_t* f, gh_stream_t stream);
 /* Operations on that stream while it captured (event records, stream
  * waits and syncs, copies): what the manager must not make. */
 uint64_t _gh_frames_sim_capture_touches(gh_frames_t* f);
-/* The calling thread's mode as capture_mode last set it (0 at first). */
-int _gh_frames_sim_thread_capture_mode(void);
 /* With copies deferred: also run, at random moments (seeded; 0: off, the
  * default), a queued copy that a GPU could run already though nothing
  * waits for it yet (see frames_sim.c); and the copies run so early so far.
