@@ -136,6 +136,24 @@ def _summary_rows(snap):
     return rows
 
 
+def to_text(snap, title="gpuheap memory summary"):
+    """The snapshot's summary as plain text: per tier its frames, bytes
+    mapped, tensors' bytes and budget; per kind its tensors and bytes by
+    tier; the counters. (The frames themselves are left out: see to_html.)"""
+    lines = [title, "=" * len(title),
+             f"{'tier':<8}{'frames':>8}{'heap':>7}{'mapped':>13}{'tensors':>13}{'budget':>13}"]
+    for t, frames, heap, mapped, tensors, budget in _summary_rows(snap):
+        lines.append(f"{t:<8}{frames:>8}{heap:>7}{mapped:>13}{tensors:>13}{budget:>13}")
+    lines += ["", f"{'kind':<13}{'tensors':>9}{'bytes':>13}{'device':>13}{'host':>13}"]
+    for k, v in snap["kinds"].items():
+        bt = v["bytes_by_tier"]
+        lines.append(f"{k:<13}{v['tensors']:>9}{_fmt_bytes(v['bytes']):>13}{_fmt_bytes(bt.get('device', 0)):>13}"
+                     f"{_fmt_bytes(bt.get('host', 0)):>13}")
+    c = snap["counters"]
+    lines += ["", "  ".join(f"{k} {_fmt_bytes(v) if k.startswith('bytes_') else v}" for k, v in c.items())]
+    return "\n".join(lines) + "\n"
+
+
 def to_html(snap, columns=64, cell=12, title="gpuheap frame map"):
     """The snapshot as one self-contained HTML page (inline SVG, no scripts)."""
     fb = snap["frame_bytes"] or 1

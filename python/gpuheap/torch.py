@@ -35,7 +35,8 @@ import gpuheap
 from gpuheap import (Error, Kind, Advice, ERR_INVAL, ERR_UNSUPPORTED, ERR_NO_DEVICE, ERR_FOREIGN, ERR_DOUBLE_FREE,
                      ERR_PINNED, ERR_BUDGET)
 
-__all__ = ["enable", "is_enabled", "manager", "memory_stats", "torch_style_stats", "empty_cache", "graph_pools",
+__all__ = ["enable", "is_enabled", "manager", "memory_stats", "memory_summary", "torch_style_stats", "empty_cache",
+           "graph_pools",
            "set_kind", "pin",
            "unpin", "pinned", "advise", "evict", "prefetch", "tier", "mark_model", "offload", "Offload",
            "OFFLOAD_MODES"]
@@ -81,7 +82,8 @@ def enable(device_budget=None, host_budget=None, torch_stats=True, **options):
     torch_stats=True (the default) makes torch.cuda.memory_stats() and what
     PyTorch builds on it (memory_allocated, max_memory_allocated,
     memory_reserved, max_memory_reserved) answer from gpuheap's statistics,
-    and torch.cuda.reset_peak_memory_stats() restart gpuheap's peak: under a
+    torch.cuda.memory_summary() print gpuheap's summary, and
+    torch.cuda.reset_peak_memory_stats() restart gpuheap's peak: under a
     pluggable allocator PyTorch's own raise a RuntimeError (getDeviceStats
     is not supported), which stops programs that only log their memory.
 
@@ -136,6 +138,7 @@ def _patch_torch_stats(torch):
     keys PyTorch has and gpuheap does not (torch_style_stats says which)
     read as PyTorch's .get() defaults, 0."""
     patches = {"memory_stats": lambda device=None: memory_stats(),  # one manager, one device
+               "memory_summary": lambda device=None, abbreviated=False: memory_summary(),
                "reset_peak_memory_stats": lambda device=None: reset_peak_memory_stats()}
     for mod in (torch.cuda.memory, torch.cuda):
         for name, fn in patches.items():
@@ -280,6 +283,19 @@ def memory_stats(manager=None):
     """torch_style_stats of the manager (default: the one enable() made).
     torch.cuda.memory_stats() itself does not work under a pluggable allocator."""
     return torch_style_stats(_mgr(manager).stats())
+
+
+def memory_summary(manager=None):
+    """A readable summary of the manager's memory, what
+    torch.cuda.memory_summary() prints under enable(torch_stats=True)
+    (PyTorch's own needs statistics only its allocator keeps, and raises
+    under gpuheap's): per tier, per kind, the counters, and the CUDA graph
+    pools."""
+    from gpuheap import snapshot as _snapshot
+    text = _snapshot.to_text(_snapshot.snapshot(_mgr(manager), frames=False))
+    if gpuheap.library().gh_torch_pool_counts is not None:
+        text += "CUDA graph pools: " + "  ".join(f"{k} {v}" for k, v in graph_pools().items()) + "\n"
+    return text
 
 
 def reset_peak_memory_stats(manager=None):

@@ -1638,6 +1638,9 @@ class _Memory:
     def reset_peak_memory_stats(device=None):
         raise RuntimeError("CUDAPluggableAllocator does not yet support resetPeakStats")
     @staticmethod
+    def memory_summary(device=None, abbreviated=False):  # as PyTorch's: keys only its allocator keeps
+        return str(_Memory.memory_stats(device=device)["active_bytes.all.allocated"])
+    @staticmethod
     def max_memory_allocated(device=None):  # as PyTorch's: memory_stats looked up at the call
         return _Memory.memory_stats(device=device).get("allocated_bytes.all.peak", 0)
     @staticmethod
@@ -1649,6 +1652,7 @@ class _Memory:
 class cuda:
     memory = _Memory
     memory_stats = _Memory.memory_stats
+    memory_summary = _Memory.memory_summary
     @staticmethod
     def is_initialized():
         return STATE["initialized"]
@@ -1739,6 +1743,9 @@ class TestTorchEnableWithFake(unittest.TestCase):
                 try:
                     got = (torch.cuda.memory_stats()['allocated_bytes.all.current'],
                            torch.cuda.memory.max_memory_allocated())
+                    text = torch.cuda.memory_summary()
+                    assert text.startswith('gpuheap memory summary') and '3.00 MiB' in text, text
+                    assert 'CUDA graph pools: pools 0' in text, text
                     lib.gh_torch_free(p, 3 << 20, 0, None)
                     torch.cuda.memory.reset_peak_memory_stats()
                     got += (torch.cuda.memory.max_memory_allocated(),)
