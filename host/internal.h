@@ -71,18 +71,17 @@ int _gh_tmgr_stream_capturing(gh_tmgr_t* tm, gh_stream_t stream, int* capturing)
 /* CUDA graph captures (tensor_sync.c, "captures"; adapters_torch.cc): a
  * capture begins (+1) or ends (-1), so that the manager leaves capturing
  * streams alone while any is underway (the first makes the side stream);
- * how many are; the side stream (NULL before the first); the calling
- * thread's capture mode exchanged (frames.h, capture_mode); a wait for all
+ * how many are; the side stream (NULL before the first); a wait for all
  * work on the device (the mover's remaps first). */
 int _gh_tmgr_capture_scope(gh_tmgr_t* tm, int delta);
 int _gh_tmgr_captures(gh_tmgr_t* tm);
 gh_stream_t _gh_tmgr_side_stream(gh_tmgr_t* tm);
-int _gh_tmgr_capture_mode(gh_tmgr_t* tm, int* mode);
 int _gh_tmgr_device_sync(gh_tmgr_t* tm);
 /* The side stream synchronized (the mover's remaps first). */
 int _gh_tmgr_side_sync(gh_tmgr_t* tm);
 /* While a capture is underway: the calling thread takes the relaxed
- * capture mode (returns 1, the mode to restore in *saved); otherwise 0.
+ * capture mode (frames.h, capture_mode; returns 1, the mode to restore in
+ * *saved); otherwise 0.
  * _gh_tmgr_unrelax restores it where _gh_tmgr_relax returned 1. */
 int _gh_tmgr_relax(gh_tmgr_t* tm, int* saved);
 void _gh_tmgr_unrelax(gh_tmgr_t* tm, int relaxed, int saved);

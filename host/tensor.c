@@ -1577,8 +1577,6 @@ int _gh_tmgr_captures(gh_tmgr_t* tm) { return __atomic_load_n(&tm->captures, __A
 
 gh_stream_t _gh_tmgr_side_stream(gh_tmgr_t* tm) { return tm->side_stream; }
 
-int _gh_tmgr_capture_mode(gh_tmgr_t* tm, int* mode) { return tm->ops->capture_mode(tm->fr, mode); }
-
 int _gh_tmgr_device_sync(gh_tmgr_t* tm) {
   _gh_tm_lock(tm);
   _gh_tm_mover_drain(tm);  /* the device may wait for the mover's word */

@@ -87,6 +87,12 @@ def enable(device_budget=None, host_budget=None, torch_stats=True, **options):
     pluggable allocator PyTorch's own raise a RuntimeError (getDeviceStats
     is not supported), which stops programs that only log their memory.
 
+    PyTorch is also given gpuheap's callbacks for record_stream,
+    torch.cuda.empty_cache() and CUDA graph pools (torch.cuda.graph
+    captures allocate from pools of their own, pinned and kept until the
+    graph is gone: graph_pools()); a PyTorch that lacks some gets one
+    warning naming what is lost.
+
     Must run before PyTorch initializes CUDA; raises gpuheap.Error
     (ERR_INVAL) saying so otherwise. A second call returns the same manager
     (its options, if different, are ignored with a warning)."""
