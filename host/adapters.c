@@ -123,37 +123,41 @@ void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
   return p;
 }
 
-int _gh_torch_record_stream(void* ptr, gh_stream_t stream) {
+/* The global manager for an entry point's call, the calling thread relaxed
+ * while a capture is underway (gh_relaxed_leave undoes it and passes the
+ * call's result on). */
+typedef struct gh_relaxed_s {
   gh_tmgr_t* tm;
-  int rc = gh_global_get(&tm);
-  if (rc != GH_OK) return rc;
-  int saved;
-  const int relaxed = _gh_tmgr_relax(tm, &saved);
-  rc = gh_tensor_record_stream(tm, ptr, stream);
-  _gh_tmgr_unrelax(tm, relaxed, saved);
+  int relaxed, saved;
+} gh_relaxed_t;
+
+static int gh_relaxed_enter(gh_relaxed_t* r) {
+  const int rc = gh_global_get(&r->tm);
+  r->relaxed = rc == GH_OK && _gh_tmgr_relax(r->tm, &r->saved);
   return rc;
+}
+
+static int gh_relaxed_leave(gh_relaxed_t* r, int rc) {
+  _gh_tmgr_unrelax(r->tm, r->relaxed, r->saved);
+  return rc;
+}
+
+int _gh_torch_record_stream(void* ptr, gh_stream_t stream) {
+  gh_relaxed_t r;
+  const int rc = gh_relaxed_enter(&r);
+  return rc != GH_OK ? rc : gh_relaxed_leave(&r, gh_tensor_record_stream(r.tm, ptr, stream));
 }
 
 int _gh_torch_free(void* ptr, gh_stream_t stream) {
-  gh_tmgr_t* tm;
-  int rc = gh_global_get(&tm);
-  if (rc != GH_OK) return rc;
-  int saved;
-  const int relaxed = _gh_tmgr_relax(tm, &saved);
-  rc = gh_tensor_free(tm, ptr, stream);
-  _gh_tmgr_unrelax(tm, relaxed, saved);
-  return rc;
+  gh_relaxed_t r;
+  const int rc = gh_relaxed_enter(&r);
+  return rc != GH_OK ? rc : gh_relaxed_leave(&r, gh_tensor_free(r.tm, ptr, stream));
 }
 
 int _gh_torch_empty_cache(void) {
-  gh_tmgr_t* tm;
-  int rc = gh_global_get(&tm);
-  if (rc != GH_OK) return rc;
-  int saved;
-  const int relaxed = _gh_tmgr_relax(tm, &saved);
-  rc = gh_tmgr_empty_cache(tm);
-  _gh_tmgr_unrelax(tm, relaxed, saved);
-  return rc;
+  gh_relaxed_t r;
+  const int rc = gh_relaxed_enter(&r);
+  return rc != GH_OK ? rc : gh_relaxed_leave(&r, gh_tmgr_empty_cache(r.tm));
 }
 
 /* A graph pool's block: pinned, so that no eviction copies it while a
@@ -197,19 +201,16 @@ int _gh_torch_pool_block(ptrdiff_t size, int device, void** out) {
  * wait fails. */
 int _gh_torch_pool_give_back(void* const* ptrs, size_t n) {
   if (n == 0) return GH_OK;
-  gh_tmgr_t* tm;
-  int rc = gh_global_get(&tm);
+  gh_relaxed_t r;
+  int rc = gh_relaxed_enter(&r);
   if (rc != GH_OK) return rc;
-  int saved;
-  const int relaxed = _gh_tmgr_relax(tm, &saved);
-  const int synced = rc = _gh_tmgr_device_sync(tm);
+  const int synced = rc = _gh_tmgr_device_sync(r.tm);
   for (size_t i = 0; synced == GH_OK && i < n; i++) {  /* each one, the first failure returned */
-    const int u = gh_tensor_unpin(tm, ptrs[i]);
-    const int f = gh_tensor_free(tm, ptrs[i], _gh_tmgr_side_stream(tm));
+    const int u = gh_tensor_unpin(r.tm, ptrs[i]);
+    const int f = gh_tensor_free(r.tm, ptrs[i], _gh_tmgr_side_stream(r.tm));
     if (rc == GH_OK) rc = u != GH_OK ? u : f;
   }
-  _gh_tmgr_unrelax(tm, relaxed, saved);
-  return rc;
+  return gh_relaxed_leave(&r, rc);
 }
 
 void* gh_cupy_malloc(void* param, size_t size, int device) {

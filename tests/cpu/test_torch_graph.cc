@@ -25,17 +25,10 @@
 #include <vector>
 
 #include "gpuheap.h"
+#include "../test_util.h"
 #include "../../host/adapters_torch.h"
 #include "../../host/tensor_internal.h"
 
-static int failures = 0;
-#define CHECK(c)                                                                    \
-  do {                                                                              \
-    if (!(c)) {                                                                     \
-      std::fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c);    \
-      failures++;                                                                   \
-    }                                                                               \
-  } while (0)
 
 static const size_t MiB = (size_t)1 << 20;
 static const gh_stream_t CAP = (gh_stream_t)(uintptr_t)0x1000;   /* the capture's stream */
@@ -47,7 +40,7 @@ static void* alloc(size_t bytes, gh_stream_t s) {
     return gh_torch_alloc_or_throw((ptrdiff_t)bytes, 0, s);
   } catch (const std::bad_alloc& e) {
     std::fprintf(stderr, "unexpected: %s\n", e.what());
-    failures++;
+    gh_test_failures++;
     return nullptr;
   }
 }
@@ -261,10 +254,5 @@ int main() {
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tmgr_set_global(nullptr) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
-  if (failures) {
-    std::fprintf(stderr, "test_torch_graph: %d checks failed\n", failures);
-    return 1;
-  }
-  std::printf("test_torch_graph: all checks passed\n");
-  return 0;
+  return gh_test_done("test_torch_graph");
 }

@@ -10,16 +10,9 @@
 #include <string>
 
 #include "gpuheap.h"
+#include "../test_util.h"
 #include "../../host/tensor_internal.h" /* _gh_tmgr_sim_capture */
 
-static int failures = 0;
-#define CHECK(c)                                                       \
-  do {                                                                 \
-    if (!(c)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #c); \
-      failures++;                                                      \
-    }                                                                  \
-  } while (0)
 
 static const size_t MiB = (size_t)1 << 20;
 
@@ -95,10 +88,5 @@ int main() {
   CHECK(live(tm) == 0);
   CHECK(gh_tmgr_set_global(nullptr) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
-  if (failures) {
-    std::fprintf(stderr, "test_torch_throw: %d checks failed\n", failures);
-    return 1;
-  }
-  std::printf("test_torch_throw: all checks passed\n");
-  return 0;
+  return gh_test_done("test_torch_throw");
 }
