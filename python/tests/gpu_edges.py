@@ -23,6 +23,9 @@ is chosen once a process):
             evict tensors while the capture runs, which must not touch
             the capturing stream; the replays equal eager, the tensors
             keep their fill.
+  graph_callables  torch.cuda.make_graphed_callables over a network (its
+            forward and backward graphs share one pool): five training
+            steps' outputs and gradients equal a copy run eagerly.
   graph_refused  a capture begun with PyTorch's raw API on a stream no
             pool serves (torch.cuda.graph not used): refused at its first
             allocation with a RuntimeError naming the capture; the
@@ -56,7 +59,7 @@ import tempfile
 from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict
 
 MiB = 1 << 20
-CASES = ("oom", "graph", "graph_evict", "graph_refused", "compile", "record_stream", "stats", "device", "cupy_oom")
+CASES = ("oom", "graph", "graph_evict", "graph_callables", "graph_refused", "compile", "record_stream", "stats", "device", "cupy_oom")
 
 
 def err(e):
@@ -177,6 +180,33 @@ def case_graph_evict(torch):
     torch.cuda.synchronize()
     out["fills_ok"] = all(int(t[0].item()) == i + 1 and int(t[-1].item()) == i + 1 for i, t in enumerate(fills))
     out["evictions"] = ght.manager().stats()["evictions"]
+    return out
+
+
+def case_graph_callables(torch):
+    import copy
+    ght = enable_or_skip()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512)).cuda()
+    ref = copy.deepcopy(net)
+    x = torch.randn(256, 512, device="cuda", requires_grad=True)
+    graphed = torch.cuda.make_graphed_callables(net, (x,))
+    out = {"pools": ght.graph_pools()}
+    diff = 0.0
+    for _ in range(5):
+        xi = torch.randn(256, 512, device="cuda")
+        xg, xr = xi.clone().requires_grad_(), xi.clone().requires_grad_()
+        y = graphed(xg)
+        y.square().mean().backward()
+        yr = ref(xr)
+        yr.square().mean().backward()
+        torch.cuda.synchronize()
+        diff = max(diff, float((y - yr).abs().max()), float((xg.grad - xr.grad).abs().max()),
+                   max(float((p.grad - q.grad).abs().max()) for p, q in zip(net.parameters(), ref.parameters())))
+        net.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+    out["max_diff"] = diff
+    out["steps"] = 5
     return out
 
 
@@ -322,6 +352,9 @@ def check(name, r):
                 and r["pinned_released"] == pr["blocks"] and r["pinned_released_again"] == pa["blocks"]):
             f.append(f"{name}: after each graph and its outputs went: {pr}, then {pa}; "
                      f"{r['pinned_released']}, {r['pinned_released_again']} pinned")
+    if name == "graph_callables" and not (r["max_diff"] <= 1e-4 and r["pools"]["pools"] >= 1 and
+                                          r["pools"]["blocks"] >= 4):
+        f.append(f"graph_callables: {r}")
     if name == "graph_evict" and not (r["evictions_in_capture"] > 0 and r["fills_ok"]):
         f.append(f"graph_evict: {r['evictions_in_capture']} evictions in the capture, fills kept: {r['fills_ok']}")
     if name == "graph_refused" and "capturing a CUDA graph" not in (r["error"] or ""):
