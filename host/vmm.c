@@ -91,7 +91,8 @@
   X(cuMemMap, PFN_cuMemMap_v10020)                   \
   X(cuMemUnmap, PFN_cuMemUnmap_v10020)               \
   X(cuMemSetAccess, PFN_cuMemSetAccess_v10020)      \
-  X(cuStreamWaitValue32, PFN_cuStreamWaitValue32_v11070)
+  X(cuStreamWaitValue32, PFN_cuStreamWaitValue32_v11070) \
+  X(cuStreamIsCapturing, PFN_cuStreamIsCapturing_v10000)
 
 static struct vmm_driver_s {
 #define VMM_FIELD(name, type) type name;
@@ -593,22 +594,24 @@ static int vmm_stream_sync(gh_frames_t* f, gh_stream_t stream) {
   return GH_OK;
 }
 
+/* Asked before every allocation PyTorch makes, so the driver's own call
+ * (the runtime's costs more), and the context made current only for the
+ * legacy stream (NULL): any other stream carries its own. */
 static int vmm_stream_capturing(gh_frames_t* f, gh_stream_t stream, int* capturing) {
   if (f == NULL || capturing == NULL) return _gh_error(GH_ERR_INVAL, "vmm_stream_capturing: NULL");
   *capturing = 0;
-  const int err = vmm_enter(f);
-  if (err != GH_OK) return err;
-  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  const cudaError_t ce = cudaStreamIsCapturing((cudaStream_t)stream, &st);
-  if (ce != cudaSuccess) {
-    (void)cudaGetLastError();  /* not the program's error: leave none behind for its own checks */
-    if (ce == cudaErrorStreamCaptureImplicit) { /* the legacy stream, another stream capturing */
-      *capturing = 1;
-      return GH_OK;
-    }
-    return _gh_cuda_error((int)ce, "cudaStreamIsCapturing", __FILE__, __LINE__);
+  if (stream == NULL) {
+    const int err = vmm_enter(f);
+    if (err != GH_OK) return err;
   }
-  *capturing = st != cudaStreamCaptureStatusNone;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = vmm_drv.cuStreamIsCapturing((CUstream)stream, &st);
+  if (r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) { /* the legacy stream, another stream capturing */
+    *capturing = 1;
+    return GH_OK;
+  }
+  if (r != CUDA_SUCCESS) return vmm_cu_error(r, GH_ERR_CUDA, "cuStreamIsCapturing", __LINE__);
+  *capturing = st != CU_STREAM_CAPTURE_STATUS_NONE;
   return GH_OK;
 }
 
