@@ -36,10 +36,8 @@ from gpuheap import (Error, Kind, Advice, ERR_INVAL, ERR_UNSUPPORTED, ERR_NO_DEV
                      ERR_PINNED, ERR_BUDGET)
 
 __all__ = ["enable", "is_enabled", "manager", "memory_stats", "memory_summary", "torch_style_stats", "empty_cache",
-           "graph_pools",
-           "set_kind", "pin",
-           "unpin", "pinned", "advise", "evict", "prefetch", "tier", "mark_model", "offload", "Offload",
-           "OFFLOAD_MODES"]
+           "graph_pools", "set_kind", "pin", "unpin", "pinned", "advise", "evict", "prefetch", "tier", "mark_model",
+           "offload", "Offload", "OFFLOAD_MODES"]
 
 TOO_LATE = ("PyTorch has initialized CUDA (and its caching allocator) already: call gpuheap.torch.enable() "
             "before the first CUDA tensor, and before anything else that initializes CUDA in PyTorch "
@@ -182,7 +180,7 @@ def _set_callbacks(alloc):
     lib = gpuheap.library()
     have = {name for name, entry, _ in _CALLBACKS
             if callable(getattr(inner, name, None)) and getattr(lib.cdll, entry, None) is not None}
-    pools = {name for name, entry, _ in _CALLBACKS[2:]}
+    pools = {name for name, _, _ in _CALLBACKS[2:]}
     if not pools <= have:
         have -= pools
     lost = sorted({why for name, _, why in _CALLBACKS if name not in have})
