@@ -179,6 +179,39 @@ def p_race_gpuheap():
     return out
 
 
+def p_mem_pool():
+    """torch.cuda.MemPool / use_mem_pool under gpuheap: PyTorch routes a
+    scope's allocations to a private pool through the same callbacks as a
+    graph capture (begin with a filter of the calling thread, end, release
+    at the pool's end)."""
+    import gc
+    import torch, gpuheap.torch as ght
+    ght.enable()
+    out = {}
+    try:
+        pool = torch.cuda.MemPool()
+        out["pool_id"] = list(pool.id)
+        with torch.cuda.use_mem_pool(pool):
+            a = torch.full((4 * MiB,), 3.0, device="cuda")
+            b = a * 2
+        out["in_scope"] = ght.graph_pools()
+        c = torch.full((4 * MiB,), 5.0, device="cuda")  # outside the scope
+        out["after_scope"] = ght.graph_pools()
+        out["values"] = [float(a[0].item()), float(b[-1].item()), float(c[0].item())]
+        del a, b
+        gc.collect()
+        out["freed"] = ght.graph_pools()
+        del pool
+        gc.collect()
+        torch.cuda.synchronize()
+        out["released"] = ght.graph_pools()
+        out["pinned"] = ght.manager().stats()["pinned_tensors"]
+        out["result"] = "ok"
+    except BaseException as e:
+        out["result"] = f"{type(e).__module__}.{type(e).__name__}: {str(e)[:400]}"
+    return out
+
+
 PROBES = {n[2:]: f for n, f in globals().items() if n.startswith("p_")}
 
 
