@@ -1601,7 +1601,7 @@ int _gh_tmgr_relax(gh_tmgr_t* tm, int* saved) {
 }
 
 void _gh_tmgr_unrelax(gh_tmgr_t* tm, int relaxed, int saved) {
-  if (relaxed) tm->ops->capture_mode(tm->fr, &saved);
+  if (relaxed) (void)tm->ops->capture_mode(tm->fr, &saved); /* restoring a mode the call gave cannot fail */
 }
 
 int gh_tmgr_stats(gh_tmgr_t* tm, gh_tmgr_stats_t* stats) {

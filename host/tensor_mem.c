@@ -169,8 +169,11 @@ void _gh_tm_host_put(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
  * (alone) while it creates an allocation. */
 void* _gh_tm_pool_main(void* arg) {
   gh_tmgr_t* tm = arg;
-  int relaxed = GH_FRAMES_CAPTURE_RELAXED; /* a graph captured elsewhere must not forbid its calls (tensor_sync.c) */
-  tm->ops->capture_mode(tm->fr, &relaxed);
+  /* A graph captured elsewhere must not forbid its calls (tensor_sync.c,
+   * "captures"). Should the mode not change, its calls during such a
+   * capture fail, and are reported, as any failed call is. */
+  int relaxed = GH_FRAMES_CAPTURE_RELAXED;
+  (void)tm->ops->capture_mode(tm->fr, &relaxed);
   pthread_mutex_lock(&tm->mu);
   while (!tm->pool_stop) {
     int big = -1;

@@ -465,8 +465,8 @@ void _gh_tm_wait_failed(gh_tmgr_t* tm, int site) {
 void* _gh_tm_mover_main(void* arg) {
   gh_tmgr_t* tm = arg;
   gh_tm_is_mover = 1, _gh_tm_in_move = 1; /* its calls count in vmm_move_ns */
-  int relaxed = GH_FRAMES_CAPTURE_RELAXED;  /* a graph captured elsewhere must not forbid its calls ("captures") */
-  tm->ops->capture_mode(tm->fr, &relaxed);
+  int relaxed = GH_FRAMES_CAPTURE_RELAXED;  /* as the pool thread's (tensor_mem.c, _gh_tm_pool_main) */
+  (void)tm->ops->capture_mode(tm->fr, &relaxed);
   pthread_mutex_lock(&tm->jmu);
   for (;;) {
     while ((tm->jhead == tm->jn || tm->mover_hold) && !tm->mover_stop) pthread_cond_wait(&tm->jcv, &tm->jmu);

@@ -14,8 +14,9 @@
  *     one past both budgets throws and keeps nothing;
  *   - release: the freed blocks go back to the manager, the live ones as
  *     they are freed; blocks retired while another capture is underway wait
- *     for its end (gh_torch_empty_cache gives them back); a pool block freed
- *     twice is reported, not freed again;
+ *     for its end (gh_torch_empty_cache gives them back, and so does a
+ *     request the budgets refuse before it is tried again); a pool block
+ *     freed twice is reported, not freed again;
  *   - at the end nothing is pinned or leaked and the manager's accounts hold. */
 #include <cstdint>
 #include <cstdio>
@@ -251,6 +252,44 @@ int main() {
   gh_torch_free(on_cap, 4 * MiB, 0, CAP);
   CHECK(gh_tmgr_maintain(tm) == GH_OK);
   CHECK(stats().tensors[GH_KIND_ACTIVATIONS] == 0);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_set_global(nullptr) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+
+  /* A request the budgets refuse while retired blocks hold memory: they are
+   * given back and the request tried again (16 MiB in all, 6 of them a
+   * retired block's). */
+  o.device_budget = 8 * MiB;
+  o.host_budget = 8 * MiB;
+  tm = nullptr;
+  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  if (!tm) return gh_test_done("test_torch_graph");
+  CHECK(gh_tmgr_set_global(tm) == GH_OK);
+  const gh_mempool_id g5{5, 0}, g6{6, 0};
+  capture_begin(g5, cap_filter());
+  void* big = alloc(6 * MiB, CAP);
+  capture_end(g5);
+  capture_begin(g6, cap_filter());
+  gh_torch_free(big, 6 * MiB, 0, CAP);
+  gh_torch_release_pool(0, g5);
+  capture_end(g6);
+  gh_torch_release_pool(0, g6);                   /* its release gives them back: none underway now */
+  CHECK(pool_counts().retired == 0);
+  capture_begin(g5, cap_filter());                /* again, and kept retired past a release this time */
+  big = alloc(6 * MiB, CAP);
+  capture_end(g5);
+  capture_begin(g6, cap_filter());
+  gh_torch_free(big, 6 * MiB, 0, CAP);
+  gh_torch_release_pool(0, g5);
+  capture_end(g6);                                /* an end gives nothing back */
+  CHECK(pool_counts().retired == 1 && stats().pinned_tensors == 1);
+  void* wide = alloc(14 * MiB, OTHER);           /* 10 MiB free without the retired block */
+  CHECK(wide != nullptr);
+  CHECK(pool_counts().retired == 0 && stats().pinned_tensors == 0);
+  gh_torch_free(wide, 14 * MiB, 0, OTHER);
+  gh_torch_release_pool(0, g6);
+  CHECK(pool_counts().pools == 0);
+  CHECK(gh_tmgr_maintain(tm) == GH_OK);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tmgr_set_global(nullptr) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
