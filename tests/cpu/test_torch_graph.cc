@@ -106,6 +106,19 @@ static void capture_end(gh_mempool_id id) {
   gh_torch_end_allocate_to_pool(0, id);
 }
 
+/* A block of `bytes` made in a capture into pool a, freed while a capture
+ * into pool b is underway, and pool a released then: retired, since no
+ * wait for the device may run during a capture. The capture into b is
+ * still underway on return. */
+static void retire_during_capture(gh_mempool_id a, gh_mempool_id b, size_t bytes) {
+  capture_begin(a, cap_filter());
+  void* p = alloc(bytes, CAP);
+  capture_end(a);
+  capture_begin(b, cap_filter());
+  gh_torch_free(p, (ptrdiff_t)bytes, 0, CAP);
+  gh_torch_release_pool(0, a);
+}
+
 int main() {
   gh_tmgr_options_t o;
   gh_tmgr_options_init(&o);
@@ -231,12 +244,7 @@ int main() {
 
   /* Retired while another capture is underway: kept until it ends. */
   const gh_mempool_id g3{3, 0}, g4{4, 0};
-  capture_begin(g3, cap_filter());
-  void* d = alloc(2 * MiB, CAP);
-  capture_end(g3);
-  capture_begin(g4, cap_filter());
-  gh_torch_free(d, 2 * MiB, 0, CAP);
-  gh_torch_release_pool(0, g3);
+  retire_during_capture(g3, g4, 2 * MiB);
   k = pool_counts();
   CHECK(k.retired == 1 && stats().pinned_tensors == 1);  /* no wait for the device during a capture */
   capture_end(g4);
@@ -266,21 +274,11 @@ int main() {
   if (!tm) return gh_test_done("test_torch_graph");
   CHECK(gh_tmgr_set_global(tm) == GH_OK);
   const gh_mempool_id g5{5, 0}, g6{6, 0};
-  capture_begin(g5, cap_filter());
-  void* big = alloc(6 * MiB, CAP);
-  capture_end(g5);
-  capture_begin(g6, cap_filter());
-  gh_torch_free(big, 6 * MiB, 0, CAP);
-  gh_torch_release_pool(0, g5);
+  retire_during_capture(g5, g6, 6 * MiB);
   capture_end(g6);
   gh_torch_release_pool(0, g6);                   /* its release gives them back: none underway now */
   CHECK(pool_counts().retired == 0);
-  capture_begin(g5, cap_filter());                /* again, and kept retired past a release this time */
-  big = alloc(6 * MiB, CAP);
-  capture_end(g5);
-  capture_begin(g6, cap_filter());
-  gh_torch_free(big, 6 * MiB, 0, CAP);
-  gh_torch_release_pool(0, g5);
+  retire_during_capture(g5, g6, 6 * MiB);         /* again, and no release after the capture's end */
   capture_end(g6);                                /* an end gives nothing back */
   CHECK(pool_counts().retired == 1 && stats().pinned_tensors == 1);
   void* wide = alloc(14 * MiB, OTHER);           /* 10 MiB free without the retired block */
