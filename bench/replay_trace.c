@@ -368,6 +368,10 @@ int main(int argc, char** argv) {
         if (sscanf(line + 1, "%d", &want) != 1) goto bad;
         got = gh_tmgr_maintain(tm);
         break;
+      case 'b':
+        if (sscanf(line + 1, "%llu %d", &a1, &want) != 2) goto bad;
+        got = gh_tmgr_set_device_budget(tm, (size_t)a1);
+        break;
       case 'x':
         if (sscanf(line + 1, "%d", &want) != 1) goto bad;
         got = gh_tmgr_empty_cache(tm);

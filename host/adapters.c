@@ -160,6 +160,21 @@ int _gh_torch_empty_cache(void) {
   return rc != GH_OK ? rc : gh_relaxed_leave(&r, gh_tmgr_empty_cache(r.tm));
 }
 
+int _gh_torch_set_memory_fraction(double fraction, int device) {
+  const char* who = "set_per_process_memory_fraction";
+  if (!(fraction > 0.0 && fraction <= 1.0)) return _gh_error(GH_ERR_INVAL, "%s: %g is not in (0, 1]", who, fraction);
+  gh_tmgr_t* tm;
+  int rc = gh_adapter_manager(who, device, &tm);
+  size_t total = 0;
+  if (rc == GH_OK) rc = _gh_tmgr_device_memory(tm, &total);
+  if (rc != GH_OK) return rc;
+  int saved;
+  const int relaxed = _gh_tmgr_relax(tm, &saved);
+  rc = gh_tmgr_set_device_budget(tm, (size_t)(fraction * (double)total));
+  _gh_tmgr_unrelax(tm, relaxed, saved);
+  return rc;
+}
+
 /* A graph pool's block: pinned, so that no eviction copies it while a
  * replay (on a stream the manager never sees) uses it; made on the side
  * stream, which the host then synchronizes, so that the capture's streams

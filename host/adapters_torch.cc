@@ -254,6 +254,12 @@ extern "C" void gh_torch_empty_cache(void) {
   _gh_torch_empty_cache();
 }
 
+extern "C" void gh_torch_set_memory_fraction(double fraction, int device) {
+  const int rc = _gh_torch_set_memory_fraction(fraction, device);
+  if (rc != GH_OK)
+    throw std::runtime_error(std::string("gpuheap: ") + gh_err_name(rc) + ": " + gh_last_error_detail());
+}
+
 extern "C" void gh_torch_begin_allocate_to_pool(int device, gh_mempool_id id, gh_capture_filter filter) {
   gh_tmgr_t* tm = gh_tmgr_global();
   if (!tm) throw std::runtime_error(std::string("gpuheap: no manager for a CUDA graph's pool: ") + gh_last_error_detail());

@@ -66,6 +66,8 @@ int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_byt
 gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
 /* The ordinal of the device a tensor manager's frames are on. */
 int _gh_tmgr_device(const gh_tmgr_t* tm);
+/* The device's memory in bytes (cudaMemGetInfo's total). */
+int _gh_tmgr_device_memory(gh_tmgr_t* tm, size_t* total);
 /* Whether `stream` is capturing a CUDA graph (the provider's answer). */
 int _gh_tmgr_stream_capturing(gh_tmgr_t* tm, gh_stream_t stream, int* capturing);
 /* CUDA graph captures (tensor_sync.c, "captures"; adapters_torch.cc): a
@@ -99,6 +101,9 @@ int _gh_torch_pool_block(ptrdiff_t size, int device, void** out);
 int _gh_torch_pool_give_back(void* const* ptrs, size_t n);
 /* gh_tmgr_empty_cache of the global manager (relaxed during a capture). */
 int _gh_torch_empty_cache(void);
+/* PyTorch's set_per_process_memory_fraction: the global manager's device
+ * budget set to `fraction` (0, 1] of the device's memory. */
+int _gh_torch_set_memory_fraction(double fraction, int device);
 /* Both libraries' managed heaps: online_bytes as pages (whole frames,
  * within the heap's n_pages), and keep_bytes as pages rounded up to whole
  * frames (at most n_pages). */

@@ -31,7 +31,8 @@
  *   P <ptr> <rc> / U <ptr> <rc>              pin / unpin
  *   k <ptr> <kind> <rc>                      set_kind
  *   t <ptr> <rc>                             tier (no change but its reclaim)
- *   m <rc> / x <rc>                          maintain / empty_cache */
+ *   m <rc> / x <rc>                          maintain / empty_cache
+ *   b <bytes> <rc>                           set_device_budget */
 __attribute__((format(printf, 2, 3))) static void gh_tm_trace(gh_tmgr_t* tm, const char* fmt, ...) {
   if (!tm->trace) return;
   va_list ap;
@@ -1557,6 +1558,14 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
 
 int _gh_tmgr_device(const gh_tmgr_t* tm) { return tm->device; }
 
+int _gh_tmgr_device_memory(gh_tmgr_t* tm, size_t* total) {
+  size_t free_bytes = 0;
+  _gh_tm_lock(tm);
+  const int rc = GH_P(tm, tm->ops->device_free(tm->fr, &free_bytes, total));
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
+}
+
 int _gh_tmgr_stream_capturing(gh_tmgr_t* tm, gh_stream_t stream, int* capturing) {
   return tm->ops->stream_capturing(tm->fr, stream, capturing);
 }
@@ -1667,6 +1676,37 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm) {
   gh_tm_trace(tm, "x %d\n", GH_OK);
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
+}
+
+int gh_tmgr_set_device_budget(gh_tmgr_t* tm, size_t bytes) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_set_device_budget: NULL manager");
+  _gh_tm_lock(tm);
+  const size_t nf = bytes / tm->frame, old = tm->dev_budget_f;
+  int rc = GH_OK;
+  if (nf == 0)
+    rc = _gh_error(GH_ERR_INVAL, "gh_tmgr_set_device_budget: %zu bytes, less than a frame (%zu)", bytes, tm->frame);
+  else if (nf < tm->dev_used)
+    rc = _gh_tm_mover_failed(tm);  /* (a failure that stops moves stops this one) */
+  if (rc == GH_OK && nf < tm->dev_used) {
+    tm->dev_budget_f = nf;
+    /* As an allocation makes room: pending frees reclaimed, the cache,
+     * then evictions down to the low watermark of the new budget; then the
+     * spares, which the budget counts but room does not. */
+    (void)_gh_tm_device_room(tm, 0, NULL);
+    while (tm->n_spare && tm->dev_used > nf) _gh_tm_spare_release(tm, tm->n_spare - 1);
+    if (tm->dev_used > nf) {
+      tm->dev_budget_f = old;
+      rc = _gh_error(GH_ERR_BUDGET,
+                     "gh_tmgr_set_device_budget: %zu bytes asked, %zu stay on the device (pinned tensors, the device "
+                     "heap, frames the host budget could not take); the budget stays %zu bytes",
+                     nf * tm->frame, tm->dev_used * tm->frame, old * tm->frame);
+    }
+  } else if (rc == GH_OK) {
+    tm->dev_budget_f = nf;
+  }
+  gh_tm_trace(tm, "b %zu %d\n", bytes, rc);
+  pthread_mutex_unlock(&tm->mu);
+  return rc;
 }
 
 int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user) {

@@ -432,6 +432,16 @@ int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* c
  * host memory that restores gave back beyond host_pool_frames; tensors are
  * not moved. */
 int gh_tmgr_empty_cache(gh_tmgr_t* tm);
+/* Change the device budget to `bytes` (whole frames; at least one). A
+ * lower budget than the device memory in use makes room at once, as an
+ * allocation would: completed frees reclaimed, cached and spare frames
+ * released, cold then CLOCK-chosen frames evicted (down to low_watermark
+ * of the new budget). Where pinned tensors, the device heap or a full host
+ * budget keep more than `bytes` on the device, GH_ERR_BUDGET and the old
+ * budget stays (frames evicted on the way stay evicted). A higher budget
+ * lets later allocations and prefetches use the device memory it adds
+ * (memory the device has: the budget is not checked against it). */
+int gh_tmgr_set_device_budget(gh_tmgr_t* tm, size_t bytes);
 int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user);
 /* A sync point: reclaim completed frees, restore/evict to the watermarks,
  * grow the device heap past its high watermark, give back its trailing free
@@ -485,6 +495,13 @@ void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream);
  * and blocks of graphs gone not given back yet. */
 void gh_torch_empty_cache(void);
 void gh_torch_pool_counts(size_t* pools, size_t* blocks, size_t* freed, size_t* retired);
+/* PyTorch's memory-fraction callback (set_memory_fraction_fn, which
+ * torch.cuda.set_per_process_memory_fraction calls): the global manager's
+ * device budget becomes `fraction` (0, 1] of the device's memory
+ * (gh_tmgr_set_device_budget: beyond it tensors are evicted to the host,
+ * not refused). Throws a C++ exception (std::runtime_error) on failure,
+ * which PyTorch raises as a RuntimeError: call it only from C++. */
+void gh_torch_set_memory_fraction(double fraction, int device);
 /* CuPy's CFunctionAllocator entry points (param: unused, may be NULL). */
 void* gh_cupy_malloc(void* param, size_t size, int device);
 void gh_cupy_free(void* param, void* ptr, int device);

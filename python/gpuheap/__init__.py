@@ -625,6 +625,15 @@ class Manager:
         else:
             _check(fn(self.handle), "gh_tmgr_empty_cache")
 
+    def set_device_budget(self, budget):
+        """gh_tmgr_set_device_budget: the device budget becomes `budget`
+        (bytes or a string such as "8GiB"; whole frames, at least one). A
+        lower one evicts now, as an allocation would make room; where
+        pinned tensors or the device heap keep more on the device, Error
+        (ERR_BUDGET) and the old budget stays."""
+        n = parse_size(budget, "device_budget")
+        _check(_need(self._lib, "gh_tmgr_set_device_budget")(self.handle, n), "gh_tmgr_set_device_budget")
+
     def reset_peak(self):
         """gh_tmgr_reset_peak: restart stats()["peak_tensor_bytes"] from the
         bytes live now (as torch.cuda.reset_peak_memory_stats)."""

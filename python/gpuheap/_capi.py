@@ -161,6 +161,7 @@ PROTOTYPES = {
     "gh_torch_free": (None, [_P, ctypes.c_ssize_t, c_int, _P], True),
     "gh_torch_record_stream": (None, [_P, _P], True),
     "gh_torch_empty_cache": (None, [], False),
+    "gh_tmgr_set_device_budget": (c_int, [_P, c_size_t], False),
     "gh_torch_pool_counts": (None, [ctypes.POINTER(c_size_t)] * 4, False),
     "gh_cupy_malloc": (_P, [_P, c_size_t, c_int], True),
     "gh_cupy_free": (None, [_P, _P, c_int], True),

@@ -161,6 +161,10 @@ _CALLBACKS = (
      "Tensor.record_stream does nothing under gpuheap (synchronize side streams before dropping their tensors)"),
     # torch.cuda.empty_cache(): frames with no live tensor given back.
     ("set_reset_fn", "gh_torch_empty_cache", "torch.cuda.empty_cache() does nothing (use gpuheap.torch.empty_cache)"),
+    # torch.cuda.set_per_process_memory_fraction(f): the device budget
+    # becomes f of the device's memory (beyond it, eviction to the host).
+    ("set_memory_fraction_fn", "gh_torch_set_memory_fraction",
+     "torch.cuda.set_per_process_memory_fraction() does nothing (use Manager.set_device_budget)"),
     # CUDA graphs: a capture's memory kept in a pool of its own until the
     # graph is gone (host/adapters_torch.cc); without the three, captures
     # are refused at their first allocation.
@@ -180,7 +184,7 @@ def _set_callbacks(alloc):
     lib = gpuheap.library()
     have = {name for name, entry, _ in _CALLBACKS
             if callable(getattr(inner, name, None)) and getattr(lib.cdll, entry, None) is not None}
-    pools = {name for name, _, _ in _CALLBACKS[2:]}
+    pools = {"set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn", "set_release_pool"}
     if not pools <= have:
         have -= pools
     lost = sorted({why for name, _, why in _CALLBACKS if name not in have})

@@ -41,6 +41,10 @@ is chosen once a process):
             memory_stats, memory_summary and reset_peak_memory_stats answer
             from gpuheap's statistics (PyTorch's own raise under a
             pluggable allocator).
+  fraction  torch.cuda.set_per_process_memory_fraction(0.01): gpuheap's
+            device budget becomes 1 % of the device's memory (its
+            memory-fraction callback); 1.5 GiB of filled tensors then go
+            past it by eviction, not by an error, and keep their fill.
   device    (two devices or more) a tensor on a device the manager does
             not serve: RuntimeError naming both devices.
   cupy_oom  CuPy, both budgets spent: cupy's OutOfMemoryError naming
@@ -59,7 +63,8 @@ import tempfile
 from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict
 
 MiB = 1 << 20
-CASES = ("oom", "graph", "graph_evict", "graph_callables", "graph_refused", "compile", "record_stream", "stats", "device", "cupy_oom")
+CASES = ("oom", "graph", "graph_evict", "graph_callables", "graph_refused", "compile", "record_stream", "stats",
+         "fraction", "device", "cupy_oom")
 
 
 def err(e):
@@ -294,6 +299,23 @@ def case_stats(torch):
     return out
 
 
+def case_fraction(torch):
+    ght = enable_or_skip()
+    torch.cuda.set_per_process_memory_fraction(0.01)
+    total = torch.cuda.mem_get_info()[1]
+    m = ght.manager()
+    out = {"budget": m.stats()["device_budget"], "total": total}
+    keep = []
+    for i in range(12):
+        t = torch.empty(128 * MiB, dtype=torch.uint8, device="cuda")
+        t.fill_(i + 1)
+        keep.append(t)
+    torch.cuda.synchronize()
+    out["evictions"] = m.stats()["evictions"]
+    out["kept_ok"] = all(int(t[0].item()) == i + 1 and int(t[-1].item()) == i + 1 for i, t in enumerate(keep))
+    return out
+
+
 def case_device(torch):
     if torch.cuda.device_count() < 2:
         return {"skipped": "one CUDA device"}
@@ -372,6 +394,9 @@ def check(name, r):
         f.append(f"stats: {r}")
     if name == "compile" and not r["max_diff"] <= 1e-5:
         f.append(f"compile: outputs differ from eager by {r['max_diff']}")
+    if name == "fraction" and not (abs(r["budget"] - 0.01 * r["total"]) <= 2 * MiB and r["evictions"] > 0
+                                   and r["kept_ok"]):
+        f.append(f"fraction: {r}")
     if name == "device" and not ("device 1" in (r["error"] or "") and "serves device 0" in (r["error"] or "")):
         f.append(f"device: a tensor on cuda:1 gave {r['error']!r}")
     if name == "cupy_oom" and "gpuheap" not in (r["error"] or ""):

@@ -1614,6 +1614,8 @@ class _Native:
         STATE["record_stream_fn"] = fn
     def set_reset_fn(self, fn):
         STATE["reset_fn"] = fn
+    def set_memory_fraction_fn(self, fn):
+        STATE["memory_fraction_fn"] = fn
 
 class _NativeWithPools(_Native):
     def set_begin_allocate_to_pool(self, fn):
@@ -1708,6 +1710,7 @@ class TestTorchEnableWithFake(unittest.TestCase):
             # record_stream, empty_cache and CUDA graph pools reach the manager through PyTorch's callbacks
             lib = gpuheap.library()
             for key, entry in (('record_stream_fn', 'gh_torch_record_stream'), ('reset_fn', 'gh_torch_empty_cache'),
+                               ('memory_fraction_fn', 'gh_torch_set_memory_fraction'),
                                ('begin_fn', 'gh_torch_begin_allocate_to_pool'),
                                ('end_fn', 'gh_torch_end_allocate_to_pool'), ('release_fn', 'gh_torch_release_pool')):
                 assert torch.STATE[key] == lib.address_of(entry) != None, key
@@ -1721,6 +1724,25 @@ class TestTorchEnableWithFake(unittest.TestCase):
             s = gpuheap.torch.memory_stats()
             assert s['allocated_bytes.all.current'] == 3 << 20, s
             m.evict(p); assert m.tier(p) == gpuheap.Tier.HOST
+            # the device budget changed at run time (what set_per_process_memory_fraction reaches)
+            m.prefetch(p)
+            m.pin(p)
+            m.set_device_budget('16MiB')
+            assert m.stats()['device_budget'] == 16 << 20
+            try:
+                m.set_device_budget('1MiB')           # less than a frame
+            except gpuheap.Error as e:
+                assert e.code == gpuheap.ERR_INVAL, e
+            else:
+                raise AssertionError('no error')
+            try:
+                m.set_device_budget('2MiB')           # the pinned tensor's frames alone need more
+            except gpuheap.Error as e:
+                assert e.code == gpuheap.ERR_BUDGET and 'budget stays' in str(e), e
+            else:
+                raise AssertionError('no error')
+            assert m.stats()['device_budget'] == 16 << 20
+            m.unpin(p)
             lib.gh_torch_free(p, 3 << 20, 0, None)
             gpuheap.torch.empty_cache()
             try:

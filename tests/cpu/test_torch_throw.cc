@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <string>
 
 #include "gpuheap.h"
 #include "../test_util.h"
+#include "../../host/internal.h"        /* _gh_tmgr_device_memory */
 #include "../../host/tensor_internal.h" /* _gh_tmgr_sim_capture */
 
 
@@ -79,6 +81,37 @@ int main() {
   m = thrown(-5, 0, &q);                                  /* a negative size */
   CHECK(q == nullptr);
   CHECK(m.rfind("gpuheap: GH_ERR_INVAL", 0) == 0);
+
+  /* PyTorch's memory-fraction callback: the device budget, or a C++ exception. */
+  size_t total = 0;
+  CHECK(_gh_tmgr_device_memory(tm, &total) == GH_OK && total > 8 * MiB);
+  gh_torch_set_memory_fraction((double)(5 * MiB) / (double)total, 0);  /* whole frames: 4 MiB */
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.device_budget == 4 * MiB);
+  try {
+    gh_torch_set_memory_fraction(1.5, 0);
+    CHECK(!"no exception for a fraction above 1");
+  } catch (const std::runtime_error& e) {
+    std::printf("fraction 1.5: %s\n", e.what());
+    CHECK(std::strstr(e.what(), "not in (0, 1]") != nullptr);
+  }
+  CHECK(gh_tensor_pin(tm, p) == GH_OK);
+  try {
+    gh_torch_set_memory_fraction((double)(MiB + MiB / 2) / (double)total, 0);  /* 0 frames: too small */
+    CHECK(!"no exception for less than a frame");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::strstr(e.what(), "GH_ERR_INVAL") != nullptr);
+  }
+  try {
+    gh_torch_set_memory_fraction((double)(2 * MiB + MiB / 2) / (double)total, 0);  /* one frame: p pinned needs 2 */
+    CHECK(!"no exception below the pinned tensor");
+  } catch (const std::runtime_error& e) {
+    std::printf("below the pinned: %s\n", e.what());
+    CHECK(std::strstr(e.what(), "GH_ERR_BUDGET") != nullptr);
+  }
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.device_budget == 4 * MiB);
+  CHECK(gh_tensor_unpin(tm, p) == GH_OK);
+  gh_torch_set_memory_fraction(1.0, 0);
 
   CHECK(live(tm) == 1);                                   /* the failures left nothing behind */
   void* r;
