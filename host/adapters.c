@@ -165,12 +165,16 @@ int _gh_torch_set_memory_fraction(double fraction, int device) {
   if (!(fraction > 0.0 && fraction <= 1.0)) return _gh_error(GH_ERR_INVAL, "%s: %g is not in (0, 1]", who, fraction);
   gh_tmgr_t* tm;
   int rc = gh_adapter_manager(who, device, &tm);
-  size_t total = 0;
-  if (rc == GH_OK) rc = _gh_tmgr_device_memory(tm, &total);
+  size_t total = 0, usable = 0;
+  if (rc == GH_OK) rc = _gh_tmgr_device_memory(tm, &total, &usable);
   if (rc != GH_OK) return rc;
+  /* At most what the device can give: a budget past it would fail
+   * allocations with the driver's out-of-memory instead of evicting. */
+  size_t budget = (size_t)(fraction * (double)total);
+  if (budget > usable) budget = usable;
   int saved;
   const int relaxed = _gh_tmgr_relax(tm, &saved);
-  rc = gh_tmgr_set_device_budget(tm, (size_t)(fraction * (double)total));
+  rc = gh_tmgr_set_device_budget(tm, budget);
   _gh_tmgr_unrelax(tm, relaxed, saved);
   return rc;
 }

@@ -66,8 +66,11 @@ int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_byt
 gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
 /* The ordinal of the device a tensor manager's frames are on. */
 int _gh_tmgr_device(const gh_tmgr_t* tm);
-/* The device's memory in bytes (cudaMemGetInfo's total). */
-int _gh_tmgr_device_memory(gh_tmgr_t* tm, size_t* total);
+/* The device's memory in bytes (cudaMemGetInfo's total), and what a
+ * device budget can use of it: its free memory and the manager's own device
+ * memory, less the device_reserve option (as the default budget at
+ * creation). */
+int _gh_tmgr_device_memory(gh_tmgr_t* tm, size_t* total, size_t* usable);
 /* Whether `stream` is capturing a CUDA graph (the provider's answer). */
 int _gh_tmgr_stream_capturing(gh_tmgr_t* tm, gh_stream_t stream, int* capturing);
 /* CUDA graph captures (tensor_sync.c, "captures"; adapters_torch.cc): a

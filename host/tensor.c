@@ -1558,10 +1558,12 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
 
 int _gh_tmgr_device(const gh_tmgr_t* tm) { return tm->device; }
 
-int _gh_tmgr_device_memory(gh_tmgr_t* tm, size_t* total) {
+int _gh_tmgr_device_memory(gh_tmgr_t* tm, size_t* total, size_t* usable) {
   size_t free_bytes = 0;
   _gh_tm_lock(tm);
   const int rc = GH_P(tm, tm->ops->device_free(tm->fr, &free_bytes, total));
+  const size_t have = free_bytes + tm->dev_used * tm->frame;  /* the device's free memory and the manager's own */
+  *usable = have > tm->opt.device_reserve ? have - tm->opt.device_reserve : 0;
   pthread_mutex_unlock(&tm->mu);
   return rc;
 }

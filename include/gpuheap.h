@@ -497,9 +497,11 @@ void gh_torch_empty_cache(void);
 void gh_torch_pool_counts(size_t* pools, size_t* blocks, size_t* freed, size_t* retired);
 /* PyTorch's memory-fraction callback (set_memory_fraction_fn, which
  * torch.cuda.set_per_process_memory_fraction calls): the global manager's
- * device budget becomes `fraction` (0, 1] of the device's memory
- * (gh_tmgr_set_device_budget: beyond it tensors are evicted to the host,
- * not refused). Throws a C++ exception (std::runtime_error) on failure,
+ * device budget becomes `fraction` (0, 1] of the device's memory, at most
+ * its free memory and the manager's own less device_reserve (as the default
+ * budget: a budget past what the device has would fail allocations instead
+ * of evicting) (gh_tmgr_set_device_budget: beyond it tensors are evicted
+ * to the host, not refused). Throws a C++ exception (std::runtime_error) on failure,
  * which PyTorch raises as a RuntimeError: call it only from C++. */
 void gh_torch_set_memory_fraction(double fraction, int device);
 /* CuPy's CFunctionAllocator entry points (param: unused, may be NULL). */

@@ -83,8 +83,9 @@ int main() {
   CHECK(m.rfind("gpuheap: GH_ERR_INVAL", 0) == 0);
 
   /* PyTorch's memory-fraction callback: the device budget, or a C++ exception. */
-  size_t total = 0;
-  CHECK(_gh_tmgr_device_memory(tm, &total) == GH_OK && total > 8 * MiB);
+  size_t total = 0, usable = 0;
+  CHECK(_gh_tmgr_device_memory(tm, &total, &usable) == GH_OK && total > 8 * MiB);
+  CHECK(usable < total && usable > total / 2);  /* the simulation's 16 GiB, less the reserve of 1 GiB */
   gh_torch_set_memory_fraction((double)(5 * MiB) / (double)total, 0);  /* whole frames: 4 MiB */
   gh_tmgr_stats_t st;
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.device_budget == 4 * MiB);
@@ -111,7 +112,8 @@ int main() {
   }
   CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.device_budget == 4 * MiB);
   CHECK(gh_tensor_unpin(tm, p) == GH_OK);
-  gh_torch_set_memory_fraction(1.0, 0);
+  gh_torch_set_memory_fraction(1.0, 0);                     /* all of it: capped at what the device can give */
+  CHECK(gh_tmgr_stats(tm, &st) == GH_OK && st.device_budget <= usable && st.device_budget + 2 * MiB > usable);
 
   CHECK(live(tm) == 1);                                   /* the failures left nothing behind */
   void* r;
