@@ -1696,7 +1696,10 @@ int gh_tmgr_set_device_budget(gh_tmgr_t* tm, size_t bytes) {
      * spares, which the budget counts but room does not. */
     (void)_gh_tm_device_room(tm, 0, NULL);
     while (tm->n_spare && tm->dev_used > nf) _gh_tm_spare_release(tm, tm->n_spare - 1);
-    if (tm->dev_used > nf) {
+    if (tm->dev_used > nf && tm->move_rc != GH_OK) {  /* a copy or map the provider refused */
+      tm->dev_budget_f = old;
+      rc = _gh_tm_move_rc(tm, "gh_tmgr_set_device_budget (the budget stays)");
+    } else if (tm->dev_used > nf) {
       tm->dev_budget_f = old;
       rc = _gh_error(GH_ERR_BUDGET,
                      "gh_tmgr_set_device_budget: %zu bytes asked, %zu stay on the device (pinned tensors, the device "

@@ -1,8 +1,9 @@
 /* gh_tmgr_set_device_budget on the simulated frames: a lower budget makes
  * room at once (tensors evicted, their bytes kept, the accounts within the
  * new budget); one that pinned tensors cannot fit is refused with the old
- * budget kept; a higher one lets prefetches bring tensors back; bad
- * arguments. */
+ * budget kept; a higher one lets prefetches bring tensors back; a copy
+ * the provider refuses on the way fails the call, the budget and the bytes
+ * kept; bad arguments. */
 #include <stdint.h>
 #include <string.h>
 
@@ -87,6 +88,16 @@ int main(void) {
   CHECK(stats(tm).evictions == ev);
   for (int i = 0; i < N; i++) CHECK(holds(t[i], 2 * frame, 0x20 + i));
   CHECK(stats(tm).device_budget == 20 * frame);
+
+  /* A copy the provider refuses: its error, the budget kept, every tensor's
+   * bytes where they are. */
+  CHECK(_gh_tmgr_sim_fail_copy(tm, 1) == GH_OK);
+  const int frc = gh_tmgr_set_device_budget(tm, 6 * frame);
+  CHECK(frc == GH_ERR_CUDA);
+  CHECK(frc != GH_OK && stats(tm).device_budget == 20 * frame);
+  CHECK(_gh_tmgr_sim_fail_copy(tm, 0) == GH_OK);
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  for (int i = 0; i < N; i++) CHECK(holds(t[i], 2 * frame, 0x20 + i));
 
   for (int i = 0; i < 3; i++) CHECK(gh_tensor_unpin(tm, t[i]) == GH_OK);
   for (int i = 0; i < N; i++) CHECK(gh_tensor_free(tm, t[i], NULL) == GH_OK);
