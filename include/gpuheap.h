@@ -438,7 +438,9 @@ int gh_tmgr_empty_cache(gh_tmgr_t* tm);
  * released, cold then CLOCK-chosen frames evicted (down to low_watermark
  * of the new budget). Where pinned tensors, the device heap or a full host
  * budget keep more than `bytes` on the device, GH_ERR_BUDGET and the old
- * budget stays (frames evicted on the way stay evicted). A higher budget
+ * budget stays (frames evicted on the way stay evicted); a copy or map the
+ * provider refuses on the way fails the call with its error
+ * (GH_ERR_CUDA, GH_ERR_DEVICE_NOMEM), the budget kept. A higher budget
  * lets later allocations and prefetches use the device memory it adds
  * (memory the device has: the budget is not checked against it). */
 int gh_tmgr_set_device_budget(gh_tmgr_t* tm, size_t bytes);
