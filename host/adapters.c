@@ -92,47 +92,16 @@ static int gh_adapter_manager(const char* who, int device, gh_tmgr_t** out) {
   return GH_OK;
 }
 
-int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out) {
-  *out = NULL;
-  if (size < 0) return _gh_error(GH_ERR_INVAL, "gh_torch_alloc: size %td", size);
-  if (size == 0) return GH_OK;
-  gh_tmgr_t* tm;
-  int rc = gh_adapter_manager("gh_torch_alloc", device, &tm);
-  if (rc != GH_OK) return rc;
-  /* PyTorch gives a pluggable allocator no graph pool: memory handed out
-   * during a capture would go back to the manager when PyTorch frees it at
-   * the capture's end and be reused while every replay still writes it. */
-  int capturing = 0;
-  if ((rc = _gh_tmgr_stream_capturing(tm, stream, &capturing)) != GH_OK) return rc;
-  if (capturing)
-    return _gh_error(GH_ERR_UNSUPPORTED,
-                     "gh_torch_alloc: the stream is capturing a CUDA graph that gpuheap was given no pool for "
-                     "(PyTorch's torch.cuda.graph gives one through gpuheap.torch.enable's graph-pool callbacks; "
-                     "a capture begun otherwise, or the C entry point, gets none): memory handed out now would be "
-                     "reused while every replay still writes it");
-  int saved;
-  const int relaxed = _gh_tmgr_relax(tm, &saved);
-  rc = gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, out);
-  _gh_tmgr_unrelax(tm, relaxed, saved);
-  return rc;
-}
-
-void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
-  void* p = NULL;
-  _gh_torch_alloc(size, device, stream, &p);
-  return p;
-}
-
-/* The global manager for an entry point's call, the calling thread relaxed
- * while a capture is underway (gh_relaxed_leave undoes it and passes the
- * call's result on). */
+/* The manager for an entry point's call (gh_adapter_manager: device -1
+ * for any), the calling thread relaxed while a capture is underway;
+ * gh_relaxed_leave undoes that and passes the call's result on. */
 typedef struct gh_relaxed_s {
   gh_tmgr_t* tm;
   int relaxed, saved;
 } gh_relaxed_t;
 
-static int gh_relaxed_enter(gh_relaxed_t* r) {
-  const int rc = gh_global_get(&r->tm);
+static int gh_relaxed_enter(gh_relaxed_t* r, const char* who, int device) {
+  const int rc = gh_adapter_manager(who, device, &r->tm);
   r->relaxed = rc == GH_OK && _gh_tmgr_relax(r->tm, &r->saved);
   return rc;
 }
@@ -142,41 +111,66 @@ static int gh_relaxed_leave(gh_relaxed_t* r, int rc) {
   return rc;
 }
 
+int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out) {
+  *out = NULL;
+  if (size < 0) return _gh_error(GH_ERR_INVAL, "gh_torch_alloc: size %td", size);
+  if (size == 0) return GH_OK;
+  gh_relaxed_t r;
+  int rc = gh_relaxed_enter(&r, "gh_torch_alloc", device);
+  if (rc != GH_OK) return rc;
+  /* A capture no graph pool serves: memory handed out during it would go
+   * back to the manager when PyTorch frees it at the capture's end and be
+   * reused while every replay still writes it. */
+  int capturing = 0;
+  rc = _gh_tmgr_stream_capturing(r.tm, stream, &capturing);
+  if (rc == GH_OK && capturing)
+    rc = _gh_error(GH_ERR_UNSUPPORTED,
+                   "gh_torch_alloc: the stream is capturing a CUDA graph that gpuheap was given no pool for "
+                   "(PyTorch's torch.cuda.graph gives one through gpuheap.torch.enable's graph-pool callbacks; "
+                   "a capture begun otherwise, or the C entry point, gets none): memory handed out now would be "
+                   "reused while every replay still writes it");
+  if (rc == GH_OK) rc = gh_tensor_alloc(r.tm, (size_t)size, GH_KIND_ACTIVATIONS, stream, out);
+  return gh_relaxed_leave(&r, rc);
+}
+
+void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
+  void* p = NULL;
+  _gh_torch_alloc(size, device, stream, &p);
+  return p;
+}
+
 int _gh_torch_record_stream(void* ptr, gh_stream_t stream) {
   gh_relaxed_t r;
-  const int rc = gh_relaxed_enter(&r);
+  const int rc = gh_relaxed_enter(&r, "gpuheap", -1);
   return rc != GH_OK ? rc : gh_relaxed_leave(&r, gh_tensor_record_stream(r.tm, ptr, stream));
 }
 
 int _gh_torch_free(void* ptr, gh_stream_t stream) {
   gh_relaxed_t r;
-  const int rc = gh_relaxed_enter(&r);
+  const int rc = gh_relaxed_enter(&r, "gpuheap", -1);
   return rc != GH_OK ? rc : gh_relaxed_leave(&r, gh_tensor_free(r.tm, ptr, stream));
 }
 
 int _gh_torch_empty_cache(void) {
   gh_relaxed_t r;
-  const int rc = gh_relaxed_enter(&r);
+  const int rc = gh_relaxed_enter(&r, "gpuheap", -1);
   return rc != GH_OK ? rc : gh_relaxed_leave(&r, gh_tmgr_empty_cache(r.tm));
 }
 
 int _gh_torch_set_memory_fraction(double fraction, int device) {
   const char* who = "set_per_process_memory_fraction";
   if (!(fraction > 0.0 && fraction <= 1.0)) return _gh_error(GH_ERR_INVAL, "%s: %g is not in (0, 1]", who, fraction);
-  gh_tmgr_t* tm;
-  int rc = gh_adapter_manager(who, device, &tm);
-  size_t total = 0, usable = 0;
-  if (rc == GH_OK) rc = _gh_tmgr_device_memory(tm, &total, &usable);
+  gh_relaxed_t r;
+  int rc = gh_relaxed_enter(&r, who, device);
   if (rc != GH_OK) return rc;
+  size_t total = 0, usable = 0;
+  rc = _gh_tmgr_device_memory(r.tm, &total, &usable);
   /* At most what the device can give: a budget past it would fail
    * allocations with the driver's out-of-memory instead of evicting. */
   size_t budget = (size_t)(fraction * (double)total);
   if (budget > usable) budget = usable;
-  int saved;
-  const int relaxed = _gh_tmgr_relax(tm, &saved);
-  rc = gh_tmgr_set_device_budget(tm, budget);
-  _gh_tmgr_unrelax(tm, relaxed, saved);
-  return rc;
+  if (rc == GH_OK) rc = gh_tmgr_set_device_budget(r.tm, budget);
+  return gh_relaxed_leave(&r, rc);
 }
 
 /* A graph pool's block: pinned, so that no eviction copies it while a
@@ -187,48 +181,49 @@ int _gh_torch_set_memory_fraction(double fraction, int device) {
 int _gh_torch_pool_block(ptrdiff_t size, int device, void** out) {
   *out = NULL;
   if (size <= 0) return _gh_error(GH_ERR_INVAL, "gh_torch_alloc: a graph pool's block of %td bytes", size);
-  gh_tmgr_t* tm;
-  int rc = gh_adapter_manager("gh_torch_alloc", device, &tm);
+  gh_relaxed_t r;
+  int rc = gh_relaxed_enter(&r, "gh_torch_alloc", device);
   if (rc != GH_OK) return rc;
-  const gh_stream_t side = _gh_tmgr_side_stream(tm);
-  if (!side) return _gh_error(GH_ERR_INVAL, "gh_torch_alloc: a graph pool's block, but no capture has begun");
-  int saved;
-  const int relaxed = _gh_tmgr_relax(tm, &saved);
+  const gh_stream_t side = _gh_tmgr_side_stream(r.tm);
+  if (!side)
+    return gh_relaxed_leave(&r, _gh_error(GH_ERR_INVAL, "gh_torch_alloc: a graph pool's block, no capture begun"));
   void* p = NULL;
   int pinned = 0;
-  rc = gh_tensor_alloc(tm, (size_t)size, GH_KIND_ACTIVATIONS, side, &p);
-  if (rc == GH_OK && (rc = gh_tensor_pin(tm, p)) == GH_OK) pinned = 1;
-  if (rc == GH_OK) rc = _gh_tmgr_side_sync(tm);
+  rc = gh_tensor_alloc(r.tm, (size_t)size, GH_KIND_ACTIVATIONS, side, &p);
+  if (rc == GH_OK && (rc = gh_tensor_pin(r.tm, p)) == GH_OK) pinned = 1;
+  if (rc == GH_OK) rc = _gh_tmgr_side_sync(r.tm);
   if (rc != GH_OK && p) {  /* nothing kept (the first error's detail stays) */
     const int first = rc;
     char detail[256];
     snprintf(detail, sizeof detail, "%s", gh_last_error_detail());
-    if (pinned) gh_tensor_unpin(tm, p);
-    gh_tensor_free(tm, p, side);
+    if (pinned) gh_tensor_unpin(r.tm, p);
+    gh_tensor_free(r.tm, p, side);
     rc = _gh_error(first, "%s", detail);
     p = NULL;
   }
-  _gh_tmgr_unrelax(tm, relaxed, saved);
   *out = p;
-  return rc;
+  return gh_relaxed_leave(&r, rc);
 }
 
 /* Blocks of graph pools that no graph replays any more: after a wait for
  * the whole device (a replay, on a stream the manager never saw, may still
  * run; PyTorch's own allocator frees such memory only through a device
- * synchronization too), unpinned and freed. Nothing given back when the
- * wait fails. */
-int _gh_torch_pool_give_back(void* const* ptrs, size_t n) {
+ * synchronization too), unpinned and freed. *given: n once the wait
+ * succeeded (each block then unpinned and freed, the first failure
+ * returned), 0 when it failed (nothing touched: the caller keeps them). */
+int _gh_torch_pool_give_back(void* const* ptrs, size_t n, size_t* given) {
+  *given = 0;
   if (n == 0) return GH_OK;
   gh_relaxed_t r;
-  int rc = gh_relaxed_enter(&r);
+  int rc = gh_relaxed_enter(&r, "gpuheap", -1);
   if (rc != GH_OK) return rc;
-  const int synced = rc = _gh_tmgr_device_sync(r.tm);
-  for (size_t i = 0; synced == GH_OK && i < n; i++) {  /* each one, the first failure returned */
+  if ((rc = _gh_tmgr_device_sync(r.tm)) != GH_OK) return gh_relaxed_leave(&r, rc);
+  for (size_t i = 0; i < n; i++) {
     const int u = gh_tensor_unpin(r.tm, ptrs[i]);
     const int f = gh_tensor_free(r.tm, ptrs[i], _gh_tmgr_side_stream(r.tm));
     if (rc == GH_OK) rc = u != GH_OK ? u : f;
   }
+  *given = n;
   return gh_relaxed_leave(&r, rc);
 }
 

@@ -108,8 +108,8 @@ gh_pools& gh_pools_get() {
 }
 
 /* Give the retired blocks back where no capture is underway; how many
- * were. Those the manager could not take stay retired (the detail
- * recorded). */
+ * were. When the wait for the device fails they stay retired (the detail
+ * recorded): none was touched. */
 size_t gh_give_back_retired() {
   gh_pools& P = gh_pools_get();
   if (P.active.load(std::memory_order_acquire) > 0 || P.n_retired.load(std::memory_order_acquire) == 0) return 0;
@@ -120,13 +120,14 @@ size_t gh_give_back_retired() {
     P.n_retired.store(0, std::memory_order_release);
   }
   if (v.empty()) return 0;
-  if (_gh_torch_pool_give_back(v.data(), v.size()) != GH_OK) {
+  size_t given = 0;
+  (void)_gh_torch_pool_give_back(v.data(), v.size(), &given);  /* (a failure's detail is recorded) */
+  if (given == 0) {
     std::lock_guard<std::mutex> g(P.mu);
     P.retired.insert(P.retired.end(), v.begin(), v.end());
     P.n_retired.store(P.retired.size(), std::memory_order_release);
-    return 0;
   }
-  return v.size();
+  return given;
 }
 
 /* Under P.mu: block b (at it) leaves its pool for the retired list; the

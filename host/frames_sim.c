@@ -728,6 +728,8 @@ static int gh_sim_capture_mode_x(gh_frames_t* f, int* mode) {
 
 static int gh_sim_device_sync(gh_frames_t* f) {
   if (!f) return _gh_error(GH_ERR_INVAL, "sim device_sync: NULL");
+  if (gh_sim_sync_fails(f, NULL))
+    return _gh_error(GH_ERR_CUDA, "sim device_sync: a copy failed on purpose (_gh_frames_sim_fail_sync)");
   gh_sim_run(f, NULL);
   return GH_OK;
 }

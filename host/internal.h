@@ -101,7 +101,7 @@ int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out);
 int _gh_torch_free(void* ptr, gh_stream_t stream);
 int _gh_torch_record_stream(void* ptr, gh_stream_t stream);
 int _gh_torch_pool_block(ptrdiff_t size, int device, void** out);
-int _gh_torch_pool_give_back(void* const* ptrs, size_t n);
+int _gh_torch_pool_give_back(void* const* ptrs, size_t n, size_t* given);
 /* gh_tmgr_empty_cache of the global manager (relaxed during a capture). */
 int _gh_torch_empty_cache(void);
 /* PyTorch's set_per_process_memory_fraction: the global manager's device

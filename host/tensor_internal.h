@@ -76,7 +76,7 @@ int _gh_tmgr_sim_fail_map(gh_tmgr_t* tm, uint32_t nth);
 /* Tests only, simulation: the nth copy from now fails as a failing
  * cudaMemcpyAsync would; 0 cancels. */
 int _gh_tmgr_sim_fail_copy(gh_tmgr_t* tm, uint32_t nth);
-/* Tests only, simulation: the nth event or stream sync from now fails as
+/* Tests only, simulation: the nth event, stream or device sync from now fails as
  * one reporting a copy that failed on the GPU would (the copies it covers
  * write nothing); 0 cancels. */
 int _gh_tmgr_sim_fail_sync(gh_tmgr_t* tm, uint32_t nth);

@@ -9,6 +9,7 @@
 
 #include "gpuheap.h"
 #include "../../host/tensor_internal.h"
+#include "../test_sim.h"
 #include "../test_util.h"
 
 #define MIB ((size_t)1 << 20)
@@ -38,14 +39,8 @@ static int holds(const void* p, size_t bytes, int v) {
 }
 
 int main(void) {
-  gh_tmgr_options_t o;
-  gh_tmgr_options_init(&o);
-  o.backend = GH_BACKEND_SIM;
-  o.device_budget = 32 * MIB;
-  o.host_budget = 64 * MIB;
-  o.host_pool_frames = 0;
-  gh_tmgr_t* tm = NULL;
-  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  gh_tmgr_t* tm = gh_test_sim_tmgr(32 * MIB, 64 * MIB);
+  CHECK(tm != NULL);
   if (!tm) return gh_test_done("test_budget");
   const size_t frame = stats(tm).frame_bytes;
 

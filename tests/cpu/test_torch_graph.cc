@@ -15,8 +15,9 @@
  *   - release: the freed blocks go back to the manager, the live ones as
  *     they are freed; blocks retired while another capture is underway wait
  *     for its end (gh_torch_empty_cache gives them back, and so does a
- *     request the budgets refuse before it is tried again); a pool block
- *     freed twice is reported, not freed again;
+ *     request the budgets refuse before it is tried again); a give-back
+ *     whose wait for the device fails keeps them; a pool block freed twice
+ *     is reported, not freed again;
  *   - at the end nothing is pinned or leaked and the manager's accounts hold. */
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "gpuheap.h"
+#include "../test_sim.h"
 #include "../test_util.h"
 #include "../../host/adapters_torch.h"
 #include "../../host/tensor_internal.h"
@@ -120,13 +122,8 @@ static void retire_during_capture(gh_mempool_id a, gh_mempool_id b, size_t bytes
 }
 
 int main() {
-  gh_tmgr_options_t o;
-  gh_tmgr_options_init(&o);
-  o.backend = GH_BACKEND_SIM;
-  o.device_budget = 24 * MiB;
-  o.host_budget = 64 * MiB;
-  o.host_pool_frames = 0;
-  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  tm = gh_test_sim_tmgr(24 * MiB, 64 * MiB);
+  CHECK(tm != nullptr);
   if (!tm) return 1;
   CHECK(gh_tmgr_set_global(tm) == GH_OK);
 
@@ -267,10 +264,8 @@ int main() {
   /* A request the budgets refuse while retired blocks hold memory: they are
    * given back and the request tried again (16 MiB in all, 6 of them a
    * retired block's). */
-  o.device_budget = 8 * MiB;
-  o.host_budget = 8 * MiB;
-  tm = nullptr;
-  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  tm = gh_test_sim_tmgr(8 * MiB, 8 * MiB);
+  CHECK(tm != nullptr);
   if (!tm) return gh_test_done("test_torch_graph");
   CHECK(gh_tmgr_set_global(tm) == GH_OK);
   const gh_mempool_id g5{5, 0}, g6{6, 0};
@@ -289,6 +284,27 @@ int main() {
   CHECK(pool_counts().pools == 0);
   CHECK(gh_tmgr_maintain(tm) == GH_OK);
   CHECK(_gh_tmgr_check(tm) == GH_OK);
+
+  /* The wait for the device before a give-back fails (a copy failed on
+   * the GPU): the blocks stay retired and pinned, none freed; a later
+   * give-back whose wait succeeds frees them once. (The failed wait is the
+   * manager's sticky failure: last in this test.) */
+  const gh_mempool_id g7{7, 0};
+  capture_begin(g7, cap_filter());
+  void* kept = alloc(2 * MiB, CAP);
+  capture_end(g7);
+  gh_torch_free(kept, 2 * MiB, 0, CAP);
+  CHECK(_gh_tmgr_sim_fail_sync(tm, 1) == GH_OK);
+  gh_torch_release_pool(0, g7);
+  std::printf("a failed wait before a give-back: %s\n", gh_last_error_detail());
+  CHECK(std::strstr(gh_last_error_detail(), "device_sync") != nullptr);
+  counts kc = pool_counts();
+  CHECK(kc.retired == 1 && kc.pools == 0 && stats().pinned_tensors == 1);
+  CHECK(stats().tensors[GH_KIND_ACTIVATIONS] == 1);
+  gh_torch_empty_cache();
+  CHECK(pool_counts().retired == 0 && stats().pinned_tensors == 0);
+  CHECK(stats().tensors[GH_KIND_ACTIVATIONS] == 0);
+  CHECK(_gh_tmgr_sticky(tm) == GH_ERR_CORRUPT);
   CHECK(gh_tmgr_set_global(nullptr) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
   return gh_test_done("test_torch_graph");

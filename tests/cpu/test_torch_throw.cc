@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpuheap.h"
+#include "../test_sim.h"
 #include "../test_util.h"
 #include "../../host/internal.h"        /* _gh_tmgr_device_memory */
 #include "../../host/tensor_internal.h" /* _gh_tmgr_sim_capture */
@@ -37,14 +38,8 @@ static size_t live(gh_tmgr_t* tm) {
 }
 
 int main() {
-  gh_tmgr_options_t o;
-  gh_tmgr_options_init(&o);
-  o.backend = GH_BACKEND_SIM;
-  o.device_budget = 8 * MiB;
-  o.host_budget = 8 * MiB;
-  o.host_pool_frames = 0;
-  gh_tmgr_t* tm = nullptr;
-  CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
+  gh_tmgr_t* tm = gh_test_sim_tmgr(8 * MiB, 8 * MiB);
+  CHECK(tm != nullptr);
   if (!tm) return 1;
   CHECK(gh_tmgr_set_global(tm) == GH_OK);
 
