@@ -11,8 +11,8 @@ memory budget, cold frames on the host at the same address.
 
 enable() installs gpuheap through torch.cuda.memory.CUDAPluggableAllocator
 (gh_torch_alloc_or_throw / gh_torch_free of libgpuheap.so: out of memory is
-a RuntimeError "gpuheap: out of memory (...)", and CUDA graph capture is
-refused; python/README.md, "Limits"); it must run before
+a RuntimeError "gpuheap: out of memory (...)"; CUDA graph captures are
+served from graph pools; python/README.md, "Limits"); it must run before
 PyTorch initializes CUDA, because PyTorch refuses to swap an allocator that
 has been used. The per-tensor calls (set_kind, pin, unpin, advise, evict,
 prefetch, tier) take a CUDA tensor and act on its *storage*:
@@ -135,8 +135,8 @@ def enable(device_budget=None, host_budget=None, torch_stats=True, **options):
 
 
 def _patch_torch_stats(torch):
-    """torch.cuda's memory_stats and reset_peak_memory_stats answered by
-    gpuheap (enable(torch_stats=True)). PyTorch's memory_allocated,
+    """torch.cuda's memory_stats, memory_summary and reset_peak_memory_stats
+    answered by gpuheap (enable(torch_stats=True)). PyTorch's memory_allocated,
     max_memory_allocated, memory_reserved and max_memory_reserved look
     memory_stats up in torch.cuda.memory when called, so they follow; the
     keys PyTorch has and gpuheap does not (torch_style_stats says which)
@@ -319,8 +319,9 @@ def empty_cache(manager=None):
     does the same under gpuheap.torch.enable (its empty-cache callback)."""
     m = _mgr(manager)
     if m is _manager and gpuheap.library().gh_torch_empty_cache is not None:
-        gpuheap.library().gh_torch_empty_cache()
-    m.empty_cache()
+        gpuheap.library().gh_torch_empty_cache()  # the graphs' blocks, then gh_tmgr_empty_cache
+    else:
+        m.empty_cache()
 
 
 def graph_pools():
