@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Probe (device visit 33): two PyTorch features that CUDAPluggableAllocator
+users report broken -- torch.backends.cudnn.benchmark (PyTorch asks the
+allocator for cacheInfo) and torch.compile(mode="reduce-overhead")
+(CUDA graph trees ask for checkPoolLiveAllocations and the checkpoint
+state) -- on PyTorch's allocator and on gpuheap, and, for
+reduce-overhead, on gpuheap with the three torch._C entry points replaced
+by stand-ins that only log their calls (whether the rest of the trees'
+protocol then works, and which of the three a run reaches). Each probe
+runs in a process of its own; one JSON line a probe.
+
+    GPUHEAP_LIBRARY=build-gpu/libgpuheap.so PYTHONPATH=python python3 probe.py [name ...]
+"""
+import json
+import subprocess
+import sys
+
+
+def _err(e):
+    return f"{type(e).__module__}.{type(e).__name__}: {str(e)[:400]}"
+
+
+def _setup(alloc, stub=False):
+    import torch
+    calls = []
+    if alloc == "gpuheap":
+        import gpuheap.torch as ght
+        ght.enable()
+        if stub:
+            C = torch._C
+
+            def check(device, pool, live):
+                calls.append(["checkPoolLiveAllocations", list(pool), len(live)])
+                return True
+
+            def get_state(device, pool):
+                calls.append(["getCheckpointState", list(pool)])
+                return ("stub", tuple(pool))
+
+            def set_state(device, state, stale, add_deleters):
+                calls.append(["setCheckpointPoolState", len(stale), len(add_deleters)])
+                raise RuntimeError("stub: setCheckpointPoolState")
+
+            C._cuda_checkPoolLiveAllocations = check
+            C._cuda_getCheckpointState = get_state
+            C._cuda_setCheckpointPoolState = set_state
+    return torch, calls
+
+
+def _cudnn(alloc):
+    torch, _ = _setup(alloc)
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(32, 32, 3, padding=1)).cuda()
+    x = torch.randn(16, 3, 64, 64, device="cuda")
+    out = {}
+    try:
+        y = m(x)
+        y.square().mean().backward()
+        torch.cuda.synchronize()
+        out["result"] = "ok"
+        out["sum"] = float(y.double().sum().item())
+    except BaseException as e:
+        out["result"] = _err(e)
+    return out
+
+
+def _net(torch):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                               torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
+
+
+def _tree_counts(torch, out):
+    from torch._dynamo.utils import counters
+    out["cudagraph_skips"] = int(counters["inductor"]["cudagraph_skips"])
+    try:
+        import torch._inductor.cudagraph_trees as ct
+        mgr = ct.get_manager(0, create_if_none_exists=False)
+        if mgr is not None:
+            out["graphs"] = next(mgr.graph_counter)
+            out["checkpoints"] = mgr.debug_checkpointing_counter
+    except BaseException as e:
+        out["tree"] = _err(e)
+
+
+def _ro(alloc, stub, what):
+    torch, calls = _setup(alloc, stub)
+    m = _net(torch)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    cm = torch.compile(m, mode="reduce-overhead")
+    g = torch.Generator(device="cuda").manual_seed(1)
+    out = {"losses": []}
+    try:
+        for step in range(8):
+            x = torch.randn(512, 256, device="cuda", generator=g)
+            t = torch.randint(0, 10, (512,), device="cuda", generator=g)
+            if what == "infer":
+                with torch.no_grad():
+                    out["losses"].append(float(cm(x).double().sum().item()).hex())
+                continue
+            loss = torch.nn.functional.cross_entropy(cm(x), t)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            out["losses"].append(float(loss.item()).hex())
+            if what == "train_eval" and step >= 3:
+                with torch.no_grad():
+                    out.setdefault("eval", []).append(float(cm(x).double().sum().item()).hex())
+        torch.cuda.synchronize()
+        out["result"] = "ok"
+    except BaseException as e:
+        out["result"] = _err(e)
+    _tree_counts(torch, out)
+    out["calls"] = calls[:12]
+    out["n_calls"] = len(calls)
+    if alloc == "gpuheap":
+        import gpuheap.torch as ght
+        out["graph_pools"] = ght.graph_pools()
+    return out
+
+
+PROBES = {
+    "cudnn_benchmark_torch": lambda: _cudnn("torch"),
+    "cudnn_benchmark_gpuheap": lambda: _cudnn("gpuheap"),
+    "ro_infer_torch": lambda: _ro("torch", False, "infer"),
+    "ro_infer_stub": lambda: _ro("gpuheap", True, "infer"),
+    "ro_train_torch": lambda: _ro("torch", False, "train"),
+    "ro_train_gpuheap": lambda: _ro("gpuheap", False, "train"),
+    "ro_train_stub": lambda: _ro("gpuheap", True, "train"),
+    "ro_train_eval_torch": lambda: _ro("torch", False, "train_eval"),
+    "ro_train_eval_stub": lambda: _ro("gpuheap", True, "train_eval"),
+}
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--one":
+        print("RESULT " + json.dumps(PROBES[sys.argv[2]]()), flush=True)
+        return
+    for name in sys.argv[1:] or PROBES:
+        try:
+            r = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True, timeout=150)
+            res = [l[7:] for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+            line = {"probe": name, "rc": r.returncode,
+                    "out": json.loads(res[0]) if res else None,
+                    "stderr_tail": r.stderr.strip().splitlines()[-8:] if r.stderr.strip() else []}
+        except subprocess.TimeoutExpired:
+            line = {"probe": name, "rc": "timeout"}
+        print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
