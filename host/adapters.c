@@ -243,3 +243,18 @@ void gh_cupy_free(void* param, void* ptr, int device) {
   gh_tmgr_t* tm = gh_tmgr_global();
   if (tm) gh_tensor_free(tm, ptr, NULL);
 }
+
+size_t gh_torch_cache_info(int device) {
+  gh_relaxed_t r;
+  if (gh_relaxed_enter(&r, "cacheInfo", device) != GH_OK) return 0;
+  gh_tmgr_stats_t st;
+  size_t room = 0;
+  if (gh_relaxed_leave(&r, gh_tmgr_stats(r.tm, &st)) == GH_OK) {
+    /* What the budget holds: the device heap's frames and the bytes of
+     * tensors on the device (cached and spare frames are reusable room). */
+    size_t used = st.heap_frames[GH_TIER_DEVICE] * st.frame_bytes;
+    for (int k = 0; k < GH_KIND_COUNT; k++) used += st.tensor_bytes_tier[k][GH_TIER_DEVICE];
+    room = used < st.device_budget ? st.device_budget - used : 0;
+  }
+  return room;
+}

@@ -46,8 +46,13 @@
  * While a capture is underway the manager leaves capturing streams alone
  * (_gh_tmgr_capture_scope; host/TENSORS.md, "CUDA graphs").
  */
+#include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
+
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -79,7 +84,9 @@ struct gh_block {
   size_t size;          /* bytes asked for when it was made */
   gh_stream_t stream;   /* the stream it was made for: given again only to that stream */
   gh_mempool_id pool;
-  bool freed;           /* freed by PyTorch, kept by its pool */
+  bool held;            /* allocated by PyTorch and not freed */
+  bool adopted;         /* held by a storage PyTorch made without a deleter (gh_torch_pool_adopt) */
+  bool freed;           /* neither: kept by its pool (for reuse unless shared) */
   bool shared;          /* record_stream'ed on another stream: never given again */
 };
 
@@ -88,7 +95,9 @@ struct gh_pool {
   std::vector<gh_capture_filter> filters;    /* theirs, oldest first */
   std::multimap<std::pair<uintptr_t, size_t>, void*> reusable; /* (stream, size) -> freed block */
   size_t blocks = 0;                         /* blocks it owns, freed or not */
-  bool released = false;
+  int uses = 0;                              /* begins not yet released (PyTorch's use count: a graph's
+                                                capture holds one until the graph goes) */
+  bool released = false;                     /* uses fell to 0 */
 };
 
 struct gh_pools {
@@ -141,6 +150,31 @@ void gh_retire(gh_pools& P, std::unordered_map<void*, gh_block>::iterator it) {
   if (pit != P.pools.end() && --pit->second.blocks == 0 && pit->second.released) P.pools.erase(pit);
 }
 
+/* Under P.mu: block b (at it), neither held nor adopted any more, is kept
+ * by its pool for reuse, or retired when the pool is released (true then:
+ * the caller gives the retired blocks back once P.mu is dropped). */
+bool gh_block_done(gh_pools& P, std::unordered_map<void*, gh_block>::iterator it) {
+  gh_block& b = it->second;
+  auto pit = P.pools.find(b.pool);
+  if (pit == P.pools.end() || pit->second.released) {
+    gh_retire(P, it);
+    return true;
+  }
+  b.freed = true;
+  if (!b.shared) pit->second.reusable.insert({{(uintptr_t)b.stream, b.size}, it->first});
+  return false;
+}
+
+/* Under P.mu: freed block p taken out of its pool's reusable ones. */
+void gh_unreuse(gh_pool& pool, const gh_block& b, void* p) {
+  auto range = pool.reusable.equal_range({(uintptr_t)b.stream, b.size});
+  for (auto r = range.first; r != range.second; ++r)
+    if (r->second == p) {
+      pool.reusable.erase(r);
+      return;
+    }
+}
+
 /* An allocation while a capture is underway: *served when a pool takes it
  * (its result returned then). */
 int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, void** out) {
@@ -166,7 +200,9 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
     auto r = pool.reusable.lower_bound({(uintptr_t)stream, want});
     if (r != pool.reusable.end() && r->first.first == (uintptr_t)stream && r->first.second - want <= want / 4) {
       *out = r->second;
-      P.blocks[r->second].freed = false;
+      gh_block& b = P.blocks[r->second];
+      b.freed = false;
+      b.held = true;
       pool.reusable.erase(r);
       return GH_OK;
     }
@@ -175,7 +211,7 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
   const int rc = _gh_torch_pool_block(size, device, &p);
   if (rc != GH_OK) return rc;
   std::lock_guard<std::mutex> g(P.mu);
-  P.blocks[p] = gh_block{want, stream, id, false, false};
+  P.blocks[p] = gh_block{want, stream, id, true, false, false, false};
   P.n_blocks.store(P.blocks.size(), std::memory_order_release);
   P.pools[id].blocks++;
   *out = p;
@@ -191,19 +227,12 @@ bool gh_pool_free(void* ptr) {
     std::lock_guard<std::mutex> g(P.mu);
     auto it = P.blocks.find(ptr);
     if (it == P.blocks.end()) return false;
-    gh_block& b = it->second;
-    auto pit = P.pools.find(b.pool);
-    if (b.freed) {
+    if (!it->second.held) {
       _gh_error(GH_ERR_DOUBLE_FREE, "gh_torch_free: %p, a CUDA graph pool's block, freed already", ptr);
       return true;
     }
-    if (pit == P.pools.end() || pit->second.released) {
-      gh_retire(P, it);
-      retired = true;
-    } else {
-      b.freed = true;
-      if (!b.shared) pit->second.reusable.insert({{(uintptr_t)b.stream, b.size}, ptr});
-    }
+    it->second.held = false;
+    if (!it->second.adopted) retired = gh_block_done(P, it);  /* else its storage keeps it */
   }
   if (retired) gh_give_back_retired();
   return true;
@@ -271,6 +300,7 @@ extern "C" void gh_torch_begin_allocate_to_pool(int device, gh_mempool_id id, gh
   std::lock_guard<std::mutex> g(P.mu);
   gh_pool& pool = P.pools[id];
   pool.active++;
+  pool.uses++;
   pool.released = false;
   pool.filters.push_back(std::move(filter));
   P.active.fetch_add(1, std::memory_order_acq_rel);
@@ -299,6 +329,11 @@ extern "C" void gh_torch_release_pool(int device, gh_mempool_id id) {
     std::lock_guard<std::mutex> g(P.mu);
     auto pit = P.pools.find(id);
     if (pit == P.pools.end()) return;
+    if (pit->second.uses > 1) {  /* another graph (or warm-up) still uses it */
+      pit->second.uses--;
+      return;
+    }
+    pit->second.uses = 0;
     pit->second.released = true;
     pit->second.reusable.clear();
     std::vector<std::unordered_map<void*, gh_block>::iterator> freed;
@@ -320,4 +355,159 @@ extern "C" void gh_torch_pool_counts(size_t* pools, size_t* blocks, size_t* free
   if (blocks) *blocks = P.blocks.size();
   if (freed) *freed = f;
   if (retired) *retired = P.retired.size();
+}
+
+/* ---------------------------------------------------------------- graph trees */
+
+extern "C" size_t gh_torch_pool_blocks(unsigned long long id0, unsigned long long id1, uintptr_t* ptrs, int* states,
+                                       size_t cap) {
+  gh_pools& P = gh_pools_get();
+  const gh_mempool_id id{id0, id1};
+  std::lock_guard<std::mutex> g(P.mu);
+  size_t n = 0;
+  for (const auto& kv : P.blocks) {
+    if (kv.second.pool != id) continue;
+    if (n < cap) {
+      if (ptrs) ptrs[n] = (uintptr_t)kv.first;
+      if (states)
+        states[n] = kv.second.freed ? GH_POOL_BLOCK_FREED : kv.second.adopted ? GH_POOL_BLOCK_ADOPTED : GH_POOL_BLOCK_LIVE;
+    }
+    n++;
+  }
+  return n;
+}
+
+extern "C" int gh_torch_pool_block_state(const void* ptr) {
+  gh_pools& P = gh_pools_get();
+  std::lock_guard<std::mutex> g(P.mu);
+  auto it = P.blocks.find(const_cast<void*>(ptr));
+  if (it == P.blocks.end()) return -1;
+  return it->second.freed ? GH_POOL_BLOCK_FREED : it->second.adopted ? GH_POOL_BLOCK_ADOPTED : GH_POOL_BLOCK_LIVE;
+}
+
+extern "C" int gh_torch_pool_adopt(unsigned long long id0, unsigned long long id1, const uintptr_t* ptrs, size_t n) {
+  if (n > 0 && !ptrs) return _gh_error(GH_ERR_INVAL, "gh_torch_pool_adopt: %zu blocks and no array", n);
+  gh_pools& P = gh_pools_get();
+  const gh_mempool_id id{id0, id1};
+  bool retired = false;
+  {
+    std::lock_guard<std::mutex> g(P.mu);
+    auto pit = P.pools.find(id);
+    /* Every block named must be a block of this pool. */
+    for (size_t i = 0; i < n; i++) {
+      auto it = P.blocks.find((void*)ptrs[i]);
+      if (it == P.blocks.end() || it->second.pool != id)
+        return _gh_error(GH_ERR_FOREIGN, "gh_torch_pool_adopt: %p is not a block of graph pool (%llu, %llu)",
+                         (void*)ptrs[i], id0, id1);
+    }
+    std::unordered_map<void*, bool> named;
+    for (size_t i = 0; i < n; i++) named[(void*)ptrs[i]] = true;
+    /* Adopted before and not named now: their storages are gone. */
+    std::vector<std::unordered_map<void*, gh_block>::iterator> done;
+    for (auto it = P.blocks.begin(); it != P.blocks.end(); ++it)
+      if (it->second.pool == id && it->second.adopted && !named.count(it->first)) done.push_back(it);
+    for (auto it : done) {
+      it->second.adopted = false;
+      if (!it->second.held) retired |= gh_block_done(P, it);
+    }
+    pit = P.pools.find(id);
+    for (size_t i = 0; i < n; i++) {
+      gh_block& b = P.blocks[(void*)ptrs[i]];
+      if (b.freed) {
+        if (pit != P.pools.end() && !b.shared) gh_unreuse(pit->second, b, (void*)ptrs[i]);
+        b.freed = false;
+      }
+      b.adopted = true;
+    }
+  }
+  if (retired) gh_give_back_retired();
+  return GH_OK;
+}
+
+extern "C" int gh_torch_pool_unadopt(const void* ptr) {
+  gh_pools& P = gh_pools_get();
+  bool retired = false;
+  {
+    std::lock_guard<std::mutex> g(P.mu);
+    auto it = P.blocks.find(const_cast<void*>(ptr));
+    if (it == P.blocks.end() || !it->second.adopted)
+      return _gh_error(GH_ERR_INVAL, "gh_torch_pool_unadopt: %p is not an adopted block of a graph pool", ptr);
+    it->second.adopted = false;
+    if (!it->second.held) retired = gh_block_done(P, it);
+  }
+  if (retired) gh_give_back_retired();
+  return GH_OK;
+}
+
+/* ---------------------------------------------------------------- cacheInfo */
+
+extern "C" int _gh_vtable_swap(void* obj, void* const* vtable, size_t entries, const void* orig, const void* repl) {
+  if (!obj || !vtable || !orig || !repl || entries < 3)
+    return _gh_error(GH_ERR_INVAL, "_gh_vtable_swap: NULL arguments or a table of %zu entries", entries);
+  static std::mutex mu;
+  std::lock_guard<std::mutex> g(mu);
+  void** const* vp = reinterpret_cast<void** const*>(obj);
+  void* const* now = *vp;
+  if (now != vtable + 2) {
+    /* Swapped already: a copy of this table whose `orig` entry is `repl`. */
+    for (size_t k = 2; k < entries; k++)
+      if (now[k - 2] == repl && vtable[k] == orig) {
+        bool same = true;
+        for (size_t j = 2; j < entries && same; j++) same = j == k || now[j - 2] == vtable[j];
+        if (same) return GH_OK;
+      }
+    return _gh_error(GH_ERR_UNSUPPORTED, "_gh_vtable_swap: the object's table of virtual functions is not the one named");
+  }
+  size_t slot = 0, found = 0;
+  for (size_t k = 2; k < entries; k++)
+    if (vtable[k] == orig) slot = k, found++;
+  if (found != 1)
+    return _gh_error(GH_ERR_UNSUPPORTED, "_gh_vtable_swap: the function is %zu times in the table (once expected)", found);
+  void** copy = new (std::nothrow) void*[entries];
+  if (!copy) return _gh_error(GH_ERR_NOMEM, "_gh_vtable_swap: %zu entries", entries);
+  std::memcpy(copy, vtable, entries * sizeof(void*));
+  copy[slot] = const_cast<void*>(repl);
+  reinterpret_cast<std::atomic<void**>*>(obj)->store(copy + 2, std::memory_order_release);
+  return GH_OK;
+}
+
+namespace {
+
+/* CUDAPluggableAllocator::cacheInfo(c10::DeviceIndex, size_t*), as its
+ * table calls it: the object, then the arguments. */
+void gh_cache_info_entry(void* self, int8_t device, size_t* largest) {
+  (void)self;
+  if (largest) *largest = gh_torch_cache_info(device);
+}
+
+void* gh_torch_sym(const char* lib, const char* name) {
+  void* h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);  /* loaded by PyTorch already, or nothing */
+  if (!h) return nullptr;
+  void* s = dlsym(h, name);
+  dlclose(h);  /* (drops the reference RTLD_NOLOAD took; PyTorch keeps it loaded) */
+  return s;
+}
+
+}  // namespace
+
+extern "C" int gh_torch_serve_cache_info(void) {
+  /* c10::cuda::CUDACachingAllocator::allocator (an std::atomic<CUDAAllocator*>),
+   * torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator's table of
+   * virtual functions and its cacheInfo(signed char, unsigned long*). */
+  void* current = gh_torch_sym("libc10_cuda.so", "_ZN3c104cuda20CUDACachingAllocator9allocatorE");
+  void* table = gh_torch_sym("libtorch_cuda.so", "_ZTVN5torch4cuda22CUDAPluggableAllocator22CUDAPluggableAllocatorE");
+  void* orig = gh_torch_sym("libtorch_cuda.so", "_ZN5torch4cuda22CUDAPluggableAllocator22CUDAPluggableAllocator9cacheInfoEaPm");
+  if (!current || !table || !orig)
+    return _gh_error(GH_ERR_UNSUPPORTED, "gh_torch_serve_cache_info: PyTorch's CUDA libraries are not loaded or lack "
+                                         "the symbols of its pluggable allocator");
+  Dl_info info;
+  void* extra = nullptr;
+  const ElfW(Sym)* sym = nullptr;
+  if (dladdr1(table, &info, &extra, RTLD_DL_SYMENT)) sym = static_cast<const ElfW(Sym)*>(extra);
+  if (!sym || sym->st_size < 3 * sizeof(void*))
+    return _gh_error(GH_ERR_UNSUPPORTED, "gh_torch_serve_cache_info: the size of the pluggable allocator's table");
+  void* obj = reinterpret_cast<std::atomic<void*>*>(current)->load(std::memory_order_acquire);
+  if (!obj) return _gh_error(GH_ERR_UNSUPPORTED, "gh_torch_serve_cache_info: PyTorch has no current CUDA allocator");
+  return _gh_vtable_swap(obj, static_cast<void* const*>(table), sym->st_size / sizeof(void*), orig,
+                         reinterpret_cast<const void*>(&gh_cache_info_entry));
 }

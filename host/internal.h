@@ -90,6 +90,15 @@ int _gh_tmgr_side_sync(gh_tmgr_t* tm);
  * _gh_tmgr_unrelax restores it where _gh_tmgr_relax returned 1. */
 int _gh_tmgr_relax(gh_tmgr_t* tm, int* saved);
 void _gh_tmgr_unrelax(gh_tmgr_t* tm, int relaxed, int saved);
+/* In object obj, whose table of virtual functions must be `vtable` (the
+ * table's symbol: the offset to the top and the type's information, then
+ * entries - 2 functions, the object pointing at the first function), the
+ * one entry equal to `orig` made `repl`: the object is given a copy of the
+ * table with that entry changed (never freed), the table itself and other
+ * objects left alone. GH_OK also when obj already has `repl` there;
+ * GH_ERR_UNSUPPORTED, nothing changed, when obj points elsewhere or `orig`
+ * is not in the table exactly once; GH_ERR_INVAL for NULL arguments. */
+int _gh_vtable_swap(void* obj, void* const* vtable, size_t entries, const void* orig, const void* repl);
 /* gh_torch_alloc with its error code (*out NULL on failure and for size 0). */
 int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out);
 /* The framework entry points with their error codes (adapters.c), each in

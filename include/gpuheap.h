@@ -506,6 +506,47 @@ void gh_torch_pool_counts(size_t* pools, size_t* blocks, size_t* freed, size_t* 
  * to the host, not refused). Throws a C++ exception (std::runtime_error) on failure,
  * which PyTorch raises as a RuntimeError: call it only from C++. */
 void gh_torch_set_memory_fraction(double fraction, int device);
+/* CUDA graph trees (torch.compile's mode="reduce-overhead"), through the
+ * torch._C functions gpuheap.torch.enable replaces (PyTorch's pluggable
+ * allocator refuses them): a graph pool's blocks are live (held by a
+ * tensor PyTorch allocated), freed (kept by the pool for reuse) or adopted
+ * (live again, held by a storage PyTorch made over a replay's output
+ * without a deleter, which is what restoring a checkpointed pool state
+ * means here). A pool is named by the two halves of PyTorch's MempoolId_t.
+ * gh_torch_pool_blocks: the pool's blocks, up to cap of them into ptrs and
+ * states (either may be NULL); returns how many it has.
+ * gh_torch_pool_block_state: one block's state, -1 for memory of no pool.
+ * gh_torch_pool_adopt: the n blocks named become adopted (freed ones taken
+ * out of reuse) and the pool's other adopted blocks no longer are; each must
+ * be a block of the pool, else GH_ERR_FOREIGN and nothing changes.
+ * gh_torch_pool_unadopt: an adopted block no longer is (its storage is gone
+ * or gave it up); GH_ERR_INVAL for anything else. A block both held by a
+ * tensor and adopted is freed once both have let it go; a freed block of a
+ * released pool goes back to the manager. */
+typedef enum gh_pool_block_state_e {
+  GH_POOL_BLOCK_LIVE = 0,
+  GH_POOL_BLOCK_FREED = 1,
+  GH_POOL_BLOCK_ADOPTED = 2
+} gh_pool_block_state_t;
+size_t gh_torch_pool_blocks(unsigned long long id0, unsigned long long id1, uintptr_t* ptrs, int* states,
+                            size_t cap);
+int gh_torch_pool_block_state(const void* ptr);
+int gh_torch_pool_adopt(unsigned long long id0, unsigned long long id1, const uintptr_t* ptrs, size_t n);
+int gh_torch_pool_unadopt(const void* ptr);
+/* PyTorch's cacheInfo (what cuDNN's benchmark mode asks of the allocator:
+ * the largest workspace it may take): the bytes the global manager's device
+ * budget has free now, what a request gets without evicting a tensor; 0 on
+ * failure (its detail recorded) or for another device. gh_torch_serve_cache_info
+ * makes PyTorch's pluggable allocator, once it is the current allocator,
+ * answer cacheInfo with it (torch.backends.cudnn.benchmark raises
+ * otherwise): that allocator object's table of virtual functions is
+ * replaced by a copy whose cacheInfo entry is gpuheap's. It checks first
+ * that the current allocator is a CUDAPluggableAllocator, found by its
+ * exported symbols in the loaded libc10_cuda and libtorch_cuda, and
+ * returns GH_ERR_UNSUPPORTED, changing nothing, where it is not or where
+ * they are missing; GH_OK also when done already. */
+size_t gh_torch_cache_info(int device);
+int gh_torch_serve_cache_info(void);
 /* CuPy's CFunctionAllocator entry points (param: unused, may be NULL). */
 void* gh_cupy_malloc(void* param, size_t size, int device);
 void gh_cupy_free(void* param, void* ptr, int device);

@@ -163,6 +163,15 @@ PROTOTYPES = {
     "gh_torch_empty_cache": (None, [], False),
     "gh_tmgr_set_device_budget": (c_int, [_P, c_size_t], False),
     "gh_torch_pool_counts": (None, [ctypes.POINTER(c_size_t)] * 4, False),
+    # CUDA graph trees (gpuheap.torch's stand-ins for PyTorch's checkpoint calls).
+    "gh_torch_pool_blocks": (c_size_t, [ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_size_t),
+                                        ctypes.POINTER(c_int), c_size_t], False),
+    "gh_torch_pool_block_state": (c_int, [_P], False),
+    "gh_torch_pool_adopt": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_size_t),
+                                    c_size_t], False),
+    "gh_torch_pool_unadopt": (c_int, [_P], False),
+    "gh_torch_cache_info": (c_size_t, [c_int], False),
+    "gh_torch_serve_cache_info": (c_int, [], False),
     "gh_cupy_malloc": (_P, [_P, c_size_t, c_int], True),
     "gh_cupy_free": (None, [_P, _P, c_int], True),
 }

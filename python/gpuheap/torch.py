@@ -68,7 +68,7 @@ def _too_late(torch):
         return False
 
 
-def enable(device_budget=None, host_budget=None, torch_stats=True, **options):
+def enable(device_budget=None, host_budget=None, torch_stats=True, graph_trees=True, **options):
     """Make gpuheap PyTorch's CUDA allocator; returns the gpuheap.Manager.
 
     device_budget, host_budget: bytes or "40GiB"-style strings; None: the
@@ -89,7 +89,15 @@ def enable(device_budget=None, host_budget=None, torch_stats=True, **options):
     torch.cuda.empty_cache() and CUDA graph pools (torch.cuda.graph
     captures allocate from pools of their own, pinned and kept until the
     graph is gone: graph_pools()); a PyTorch that lacks some gets one
-    warning naming what is lost.
+    warning naming what is lost. cuDNN's benchmark mode asks the allocator
+    how large a workspace it may take (cacheInfo, which PyTorch's pluggable
+    allocator refuses): gpuheap answers with the device budget's free bytes.
+
+    graph_trees=True (the default) lets torch.compile(mode="reduce-overhead")
+    record its CUDA graphs on gpuheap: the calls its graph trees make to
+    PyTorch's allocator that a pluggable allocator refuses (the pool's live
+    allocations, its checkpointed state and the restoring of it) are
+    answered from gpuheap's graph pools (_GraphTrees).
 
     Must run before PyTorch initializes CUDA; raises gpuheap.Error
     (ERR_INVAL) saying so otherwise. A second call returns the same manager
@@ -131,7 +139,26 @@ def enable(device_budget=None, host_budget=None, torch_stats=True, **options):
         _manager, _allocator = m, alloc
         if torch_stats:
             _patch_torch_stats(torch)
+        _serve_cache_info()
+        if graph_trees:
+            dev = opts.get("device")
+            _GraphTrees.install(torch, torch.cuda.current_device() if dev is None or dev < 0 else dev)
         return m
+
+
+def _serve_cache_info():
+    """PyTorch's pluggable allocator raises for cacheInfo, which cuDNN's
+    benchmark mode (torch.backends.cudnn.benchmark = True) asks at its first
+    convolution: answered by gpuheap instead (gh_torch_serve_cache_info: the
+    device budget's free bytes). One warning where it cannot be."""
+    lib = gpuheap.library()
+    rc = lib.gh_torch_serve_cache_info() if lib.gh_torch_serve_cache_info is not None else ERR_UNSUPPORTED
+    if rc != 0:
+        detail = (lib.gh_last_error_detail().decode(errors="replace") if lib.gh_torch_serve_cache_info is not None
+                  else "an older libgpuheap")
+        warnings.warn("gpuheap.torch: torch.backends.cudnn.benchmark = True raises under gpuheap "
+                      f"(PyTorch's pluggable allocator has no cacheInfo: {detail})", RuntimeWarning, stacklevel=3)
+    return rc == 0
 
 
 def _patch_torch_stats(torch):
@@ -318,6 +345,8 @@ def empty_cache(manager=None):
     underway kept back; tensors are not moved. torch.cuda.empty_cache()
     does the same under gpuheap.torch.enable (its empty-cache callback)."""
     m = _mgr(manager)
+    if m is _manager and _GraphTrees.installed is not None:
+        _GraphTrees.installed.sweep()  # adopted blocks whose storages are gone
     if m is _manager and gpuheap.library().gh_torch_empty_cache is not None:
         gpuheap.library().gh_torch_empty_cache()  # the graphs' blocks, then gh_tmgr_empty_cache
     else:
@@ -336,6 +365,203 @@ def graph_pools():
     v = [ctypes.c_size_t() for _ in range(4)]
     lib.gh_torch_pool_counts(*[ctypes.byref(x) for x in v])
     return dict(zip(("pools", "blocks", "freed", "retired"), (x.value for x in v)))
+
+
+# ---------------------------------------------------------------- CUDA graph trees
+POOL_BLOCK_LIVE, POOL_BLOCK_FREED, POOL_BLOCK_ADOPTED = 0, 1, 2
+
+
+class _Checkpoint:
+    """A graph pool's state as getCheckpointState gives it to CUDA graph
+    trees, which only hand it back to setCheckpointPoolState: the pool and
+    its live blocks then (for reading; the restore needs only the storages
+    PyTorch names)."""
+    __slots__ = ("device", "pool", "live")
+
+    def __init__(self, device, pool, live):
+        self.device, self.pool, self.live = device, pool, live
+
+    def __repr__(self):
+        return f"<gpuheap graph pool {self.pool} checkpoint: {len(self.live)} live blocks>"
+
+
+class _GraphTrees:
+    """torch.compile(mode="reduce-overhead") records CUDA graphs with graph
+    trees (torch/_inductor/cudagraph_trees.py). They allocate through
+    PyTorch's graph-pool callbacks, which gpuheap serves, and also call six
+    torch._C functions that reach PyTorch's allocator directly; a pluggable
+    allocator refuses three of them outright and cannot take the others'
+    pointers. enable() replaces the six by these methods, each passing what
+    is not gpuheap's (another device, a state gpuheap did not make, memory
+    of no graph pool) to PyTorch's own:
+
+      _cuda_checkPoolLiveAllocations(device, pool, ptrs): whether the pool's
+          live blocks (held by a tensor, or adopted) are exactly ptrs.
+      _cuda_getCheckpointState(device, pool): a _Checkpoint.
+      _cuda_setCheckpointPoolState(device, state, stale, storages): the
+          trees' restore before a new recording from a replayed path, where
+          the path's live outputs are storages PyTorch made over the graphs'
+          memory without a deleter (no allocation of theirs). PyTorch's
+          allocator gives them a deleter; here their blocks are adopted
+          (gh_torch_pool_adopt: kept from reuse) and given up when the
+          storage is gone (found when any of these runs, and by empty_cache)
+          or PyTorch frees it by the two calls below. Stale storages (which
+          graph trees never pass) are refused.
+      _cuda_cudaCachingAllocator_raw_delete(ptr): an adopted block given up;
+          one the pool keeps freed already left alone.
+      _free_And_Remove_DeleterFn(storage): the same for a storage over an
+          adopted block.
+      _has_Standard_Deleter(storage): True for a storage over an adopted
+          block, as it would be with PyTorch's allocator after the restore.
+    """
+    NAMES = ("_cuda_checkPoolLiveAllocations", "_cuda_getCheckpointState", "_cuda_setCheckpointPoolState",
+             "_cuda_cudaCachingAllocator_raw_delete", "_free_And_Remove_DeleterFn", "_has_Standard_Deleter")
+    installed = None
+
+    def __init__(self, torch, lib, device):
+        self.torch, self.lib, self.device = torch, lib, device
+        self.orig = {name: getattr(torch._C, name, None) for name in self.NAMES}
+        self.adopted = {}  # block address -> (pool, our weak reference to the storage over it)
+        self.lock = threading.RLock()
+
+    @classmethod
+    def install(cls, torch, device):
+        """Replace the six (once a process); False, with a warning, where
+        this PyTorch or this libgpuheap lacks what they need."""
+        lib = gpuheap.library()
+        if cls.installed is not None:
+            return True
+        need = ("gh_torch_pool_blocks", "gh_torch_pool_block_state", "gh_torch_pool_adopt", "gh_torch_pool_unadopt")
+        missing = [n for n in cls.NAMES if not callable(getattr(torch._C, n, None))]
+        missing += [n for n in need if getattr(lib, n, None) is None]
+        S = getattr(torch, "UntypedStorage", None)
+        missing += [n for n in ("_new_with_weak_ptr", "_weak_ref", "_expired", "_free_weak_ref")
+                    if not callable(getattr(S, n, None))]
+        if missing:
+            warnings.warn("gpuheap.torch: torch.compile(mode=\"reduce-overhead\") cannot record CUDA graphs under "
+                          "gpuheap with this PyTorch or libgpuheap (missing: " + ", ".join(missing) + ")",
+                          RuntimeWarning, stacklevel=3)
+            return False
+        t = cls(torch, lib, device)
+        for name, fn in zip(cls.NAMES, (t.check_live, t.get_state, t.set_state, t.raw_delete, t.free_and_remove,
+                                        t.has_standard_deleter)):
+            setattr(torch._C, name, fn)
+        cls.installed = t
+        return True
+
+    @classmethod
+    def uninstall(cls):
+        t = cls.installed
+        if t is not None:
+            for name, fn in t.orig.items():
+                if fn is not None:
+                    setattr(t.torch._C, name, fn)
+            cls.installed = None
+
+    # -- the pool's blocks
+    def _blocks(self, pool):
+        n = self.lib.gh_torch_pool_blocks(pool[0], pool[1], None, None, 0)
+        ptrs, states = (ctypes.c_size_t * max(n, 1))(), (ctypes.c_int * max(n, 1))()
+        n = min(n, self.lib.gh_torch_pool_blocks(pool[0], pool[1], ptrs, states, n))
+        return {ptrs[i]: states[i] for i in range(n)}
+
+    def _live(self, pool):
+        self.sweep()
+        return {p for p, st in self._blocks(pool).items() if st != POOL_BLOCK_FREED}
+
+    def _give_up(self, ptr):
+        """Under self.lock: adopted block ptr given up (its storage gone or
+        freed by PyTorch)."""
+        _pool, weak = self.adopted.pop(ptr)
+        self.torch.UntypedStorage._free_weak_ref(weak)
+        if self.lib.gh_torch_pool_unadopt(ptr) != 0:
+            raise RuntimeError("gpuheap: " + self.lib.gh_last_error_detail().decode(errors="replace"))
+
+    def sweep(self):
+        """Adopted blocks whose storage is gone given up; how many."""
+        S = self.torch.UntypedStorage
+        with self.lock:
+            gone = [p for p, (_pool, weak) in self.adopted.items() if S._expired(weak)]
+            for p in gone:
+                self._give_up(p)
+        return len(gone)
+
+    def _ours(self, device):
+        return int(device) == self.device
+
+    def _storage_ptr(self, storage_ptr):
+        """The data address of the storage at StorageImpl address storage_ptr
+        (as graph trees pass them: weak references), and a strong reference
+        to it (None, 0 where it is gone)."""
+        st = self.torch.UntypedStorage._new_with_weak_ptr(storage_ptr)
+        return (None, 0) if st is None else (st, st.data_ptr())
+
+    # -- the six
+    def check_live(self, device, pool, ptrs):
+        if not self._ours(device):
+            return self.orig["_cuda_checkPoolLiveAllocations"](device, pool, ptrs)
+        return self._live(tuple(pool)) == {int(p) for p in ptrs}
+
+    def get_state(self, device, pool):
+        if not self._ours(device):
+            return self.orig["_cuda_getCheckpointState"](device, pool)
+        pool = tuple(pool)
+        return _Checkpoint(int(device), pool, frozenset(self._live(pool)))
+
+    def set_state(self, device, state, stale, storages):
+        if not isinstance(state, _Checkpoint):
+            return self.orig["_cuda_setCheckpointPoolState"](device, state, stale, storages)
+        if stale:
+            raise RuntimeError("gpuheap: setCheckpointPoolState with stale storages is not supported "
+                               "(CUDA graph trees pass none)")
+        S = self.torch.UntypedStorage
+        with self.lock:
+            self.sweep()
+            named = {}
+            for sp in storages:
+                st, ptr = self._storage_ptr(sp)
+                if st is not None and ptr and ptr not in named:
+                    named[ptr] = st._weak_ref()
+                del st
+            arr = (ctypes.c_size_t * max(len(named), 1))(*named)
+            if self.lib.gh_torch_pool_adopt(state.pool[0], state.pool[1], arr, len(named)) != 0:
+                for weak in named.values():
+                    S._free_weak_ref(weak)
+                raise RuntimeError("gpuheap: restoring a CUDA graph pool's checkpoint: "
+                                   + self.lib.gh_last_error_detail().decode(errors="replace"))
+            # The library gave up this pool's adopted blocks not named again.
+            for p in [p for p, (pool, _w) in self.adopted.items() if pool == state.pool and p not in named]:
+                S._free_weak_ref(self.adopted.pop(p)[1])
+            for p, weak in named.items():
+                old = self.adopted.get(p)
+                if old is not None:
+                    S._free_weak_ref(old[1])
+                self.adopted[p] = (state.pool, weak)
+
+    def raw_delete(self, ptr):
+        with self.lock:
+            st = self.lib.gh_torch_pool_block_state(ptr)
+            if st == POOL_BLOCK_ADOPTED and ptr in self.adopted:
+                return self._give_up(ptr)
+            if st == POOL_BLOCK_FREED:
+                return None  # the pool keeps it already (its tensor went before the restore)
+        return self.orig["_cuda_cudaCachingAllocator_raw_delete"](ptr)
+
+    def free_and_remove(self, storage_ptr):
+        with self.lock:
+            st, ptr = self._storage_ptr(storage_ptr)
+            del st
+            if ptr in self.adopted:
+                return self._give_up(ptr)
+        return self.orig["_free_And_Remove_DeleterFn"](storage_ptr)
+
+    def has_standard_deleter(self, storage_ptr):
+        with self.lock:
+            st, ptr = self._storage_ptr(storage_ptr)
+            del st
+            if ptr in self.adopted:
+                return True
+        return self.orig["_has_Standard_Deleter"](storage_ptr)
 
 
 # ---------------------------------------------------------------- tensors

@@ -32,6 +32,20 @@ is chosen once a process):
             process goes on.
   compile   torch.compile (Inductor, no CUDA graphs): forward and
             backward on gpuheap, outputs equal to eager within 1e-5.
+  compile_graphs  torch.compile(mode="reduce-overhead"), whose CUDA graph
+            trees call PyTorch's allocator for what a pluggable one refuses
+            (gpuheap.torch answers them): an MLP trained 8 steps, an eval
+            forward between steps from the fourth on (a new recording from
+            a replayed path: the trees' checkpoint restore), losses equal
+            to an eager copy's within 1e-4; then a replay's output held
+            while another compiled function is warmed up and recorded into
+            the pool: it keeps its values (its block adopted), that
+            function's outputs equal eager; no graph skipped.
+  cudnn_benchmark  torch.backends.cudnn.benchmark = True (cuDNN asks the
+            allocator for cacheInfo, which PyTorch's pluggable allocator
+            refuses; gpuheap answers it): a convolutional network's forward
+            and backward equal the same with benchmark off within 1e-3 of
+            their scale.
   record_stream  a tensor written on a side stream after a long spin,
             record_stream'ed there and dropped on the main stream, whose
             next tensor of that size is zeroed: no element of it may hold
@@ -63,8 +77,8 @@ import tempfile
 from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict
 
 MiB = 1 << 20
-CASES = ("oom", "graph", "graph_evict", "graph_callables", "graph_refused", "compile", "record_stream", "stats",
-         "fraction", "device", "cupy_oom")
+CASES = ("oom", "graph", "graph_evict", "graph_callables", "graph_refused", "compile", "compile_graphs",
+         "cudnn_benchmark", "record_stream", "stats", "fraction", "device", "cupy_oom")
 
 
 def err(e):
@@ -262,6 +276,79 @@ def case_compile(torch):
     return {"max_diff": float((cm(x) - ref).abs().max().item())}
 
 
+def case_compile_graphs(torch):
+    ght = enable_or_skip()
+    import copy
+    from torch._dynamo.utils import counters
+    import torch._inductor.cudagraph_trees as trees
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                            torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
+    e = copy.deepcopy(m)
+    opt, opt_e = torch.optim.SGD(m.parameters(), lr=0.01), torch.optim.SGD(e.parameters(), lr=0.01)
+    cm = torch.compile(m, mode="reduce-overhead")
+    g = torch.Generator(device="cuda").manual_seed(1)
+    r = {"loss_diff": 0.0, "eval_diff": 0.0}
+    for step in range(8):
+        x = torch.randn(512, 256, device="cuda", generator=g)
+        t = torch.randint(0, 10, (512,), device="cuda", generator=g)
+        losses = []
+        for net, o in ((cm, opt), (e, opt_e)):
+            loss = torch.nn.functional.cross_entropy(net(x), t)
+            loss.backward()
+            o.step()
+            o.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+        r["loss_diff"] = max(r["loss_diff"], abs(losses[0] - losses[1]) / abs(losses[1]))
+        if step >= 3:
+            with torch.no_grad():
+                a, b = cm(x), e(x)
+                r["eval_diff"] = max(r["eval_diff"], float(((a - b).abs().max() / b.abs().max()).item()))
+    mgr = trees.get_manager(torch.cuda.current_device(), create_if_none_exists=False)
+    r["checkpoints"] = mgr.debug_checkpointing_counter if mgr is not None else -1
+    # A replay's output held while another function records into the pool.
+    m2 = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)).cuda()
+    cm2 = torch.compile(m2, mode="reduce-overhead")
+    with torch.no_grad():
+        y = cm(x)
+        keep = y.clone()
+        r["m2_diff"] = 0.0
+        for i in range(4):
+            z, ref = cm2(x + i), m2(x + i)
+            r["m2_diff"] = max(r["m2_diff"], float(((z - ref).abs().max() / ref.abs().max()).item()))
+            del z
+        torch.cuda.synchronize()
+        r["y_changed"] = int((y != keep).sum().item())
+    r["adopted"] = len(ght._GraphTrees.installed.adopted) if ght._GraphTrees.installed else -1
+    r["checkpoints_after"] = mgr.debug_checkpointing_counter if mgr is not None else -1
+    r["skips"] = int(counters["inductor"]["cudagraph_skips"])
+    r["pools"] = ght.graph_pools()
+    return r
+
+
+def case_cudnn_benchmark(torch):
+    enable_or_skip()
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(32, 64, 3, padding=1, stride=2), torch.nn.ReLU(),
+                            torch.nn.Conv2d(64, 64, 3, padding=1)).cuda()
+    x = torch.randn(32, 3, 64, 64, device="cuda")
+    out = {}
+    for bench in (False, True):
+        torch.backends.cudnn.benchmark = bench
+        m.zero_grad(set_to_none=True)
+        try:
+            y = m(x)
+            y.square().mean().backward()
+            torch.cuda.synchronize()
+            out[bench] = (y.detach().clone(), m[0].weight.grad.clone())
+        except RuntimeError as e:
+            return {"error": err(e)}
+    (y0, g0), (y1, g1) = out[False], out[True]
+    return {"error": None, "y_diff": float(((y1 - y0).abs().max() / y0.abs().max()).item()),
+            "grad_diff": float(((g1 - g0).abs().max() / g0.abs().max()).item())}
+
+
 def case_record_stream(torch):
     enable_or_skip()
     return side_stream_race(torch)
@@ -392,6 +479,12 @@ def check(name, r):
                                 and r["summary"].startswith("gpuheap memory summary")
                                 and "CUDA graph pools" in r["summary"]):
         f.append(f"stats: {r}")
+    if name == "compile_graphs" and not (r["loss_diff"] <= 1e-4 and r["eval_diff"] <= 1e-4 and r["m2_diff"] <= 1e-4
+                                         and r["y_changed"] == 0 and r["checkpoints"] >= 1
+                                         and r["checkpoints_after"] > r["checkpoints"] and r["skips"] == 0):
+        f.append(f"compile_graphs: {r}")
+    if name == "cudnn_benchmark" and not (r["error"] is None and r["y_diff"] <= 1e-3 and r["grad_diff"] <= 1e-3):
+        f.append(f"cudnn_benchmark: {r}")
     if name == "compile" and not r["max_diff"] <= 1e-5:
         f.append(f"compile: outputs differ from eager by {r['max_diff']}")
     if name == "fraction" and not (abs(r["budget"] - 0.01 * r["total"]) <= 2 * MiB and r["evictions"] > 0

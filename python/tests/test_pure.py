@@ -1603,6 +1603,181 @@ class TestMarkModel(unittest.TestCase):
         finally:
             ght._protected.clear()
 
+class TestGraphTrees(unittest.TestCase):
+    """gpuheap.torch._GraphTrees, the stand-ins for the six torch._C calls of
+    CUDA graph trees, over a model of the library's graph-pool entry points
+    (their C side: tests/cpu/test_torch_graph.cc) and a model of PyTorch's
+    storages and their weak references: what each passes to PyTorch's own,
+    what it asks of the library, and that every weak reference it takes is
+    freed."""
+
+    class Lib:
+        """The library's pools: {pool: {address: state}}."""
+
+        def __init__(self):
+            self.pools = {(0, 1): {0x1000: 0, 0x2000: 1, 0x3000: 1}}
+            self.calls = []
+
+        def _find(self, ptr):
+            for pool, blocks in self.pools.items():
+                if ptr in blocks:
+                    return pool, blocks
+            return None, None
+
+        def gh_torch_pool_blocks(self, id0, id1, ptrs, states, cap):
+            blocks = self.pools.get((id0, id1), {})
+            for i, (p, st) in enumerate(sorted(blocks.items())[:cap]):
+                ptrs[i], states[i] = p, st
+            return len(blocks)
+
+        def gh_torch_pool_block_state(self, ptr):
+            _pool, blocks = self._find(ptr)
+            return -1 if blocks is None else blocks[ptr]
+
+        def gh_torch_pool_adopt(self, id0, id1, arr, n):
+            named = [arr[i] for i in range(n)]
+            self.calls.append(("adopt", (id0, id1), sorted(named)))
+            blocks = self.pools.get((id0, id1), {})
+            if any(p not in blocks for p in named):
+                return gpuheap.ERR_FOREIGN
+            for p, st in blocks.items():
+                if st == 2 and p not in named:
+                    blocks[p] = 1
+            for p in named:
+                blocks[p] = 2
+            return 0
+
+        def gh_torch_pool_unadopt(self, ptr):
+            self.calls.append(("unadopt", ptr))
+            _pool, blocks = self._find(ptr)
+            if blocks is None or blocks[ptr] != 2:
+                return gpuheap.ERR_INVAL
+            blocks[ptr] = 1
+            return 0
+
+        def gh_last_error_detail(self):
+            return b"model: refused"
+
+    class Torch:
+        """Storages by StorageImpl address (what graph trees pass), their
+        weak references counted."""
+
+        def __init__(self):
+            self.storages = {}  # impl address -> data address, while alive
+            self.weak = {}      # weak reference -> impl address
+            self.freed_weak = 0
+            self.orig_calls = []
+            t = self
+
+            class Storage:
+                def __init__(self, impl):
+                    self.impl = impl
+
+                def data_ptr(self):
+                    return t.storages[self.impl]
+
+                def _weak_ref(self):
+                    w = 0x9000 + len(t.weak) + t.freed_weak
+                    t.weak[w] = self.impl
+                    return w
+
+                @staticmethod
+                def _new_with_weak_ptr(impl):
+                    return Storage(impl) if impl in t.storages else None
+
+                @staticmethod
+                def _expired(w):
+                    return t.weak[w] not in t.storages
+
+                @staticmethod
+                def _free_weak_ref(w):
+                    del t.weak[w]
+                    t.freed_weak += 1
+
+            self.UntypedStorage = Storage
+
+            def orig(name, result=None):
+                def f(*args):
+                    t.orig_calls.append((name,) + args)
+                    return result
+                return f
+
+            class C:
+                pass
+            self._C = C
+            for name in ght._GraphTrees.NAMES:
+                setattr(C, name, staticmethod(orig(name, "orig")))
+
+    def setUp(self):
+        self.lib, self.torch = self.Lib(), self.Torch()
+        self.t = ght._GraphTrees(self.torch, self.lib, 0)
+
+    def test_check_and_state(self):
+        t = self.t
+        self.assertTrue(t.check_live(0, (0, 1), {0x1000}))
+        self.assertFalse(t.check_live(0, (0, 1), {0x1000, 0x2000}))  # 0x2000 is freed
+        self.assertFalse(t.check_live(0, (0, 1), set()))
+        self.assertTrue(t.check_live(0, (0, 7), set()))              # a pool with no blocks
+        self.assertEqual(t.check_live(1, (0, 1), {0x1000}), "orig")  # another device: PyTorch's
+        st = t.get_state(0, [0, 1])
+        self.assertIsInstance(st, ght._Checkpoint)
+        self.assertEqual((st.pool, st.live), ((0, 1), frozenset({0x1000})))
+        self.assertIn("1 live blocks", repr(st))
+        self.assertEqual(t.get_state(1, (0, 1)), "orig")
+        self.assertEqual(t.set_state(0, "not ours", [], []), "orig")
+        self.assertEqual([c[0] for c in self.torch.orig_calls],
+                         ["_cuda_checkPoolLiveAllocations", "_cuda_getCheckpointState", "_cuda_setCheckpointPoolState"])
+        with self.assertRaisesRegex(RuntimeError, "stale storages"):
+            t.set_state(0, st, [0x77], [])
+
+    def test_restore_adopts_and_gives_up(self):
+        t, torch, lib = self.t, self.torch, self.lib
+        torch.storages.update({0x501: 0x2000, 0x502: 0x3000})  # replay outputs over freed blocks
+        st = t.get_state(0, (0, 1))
+        t.set_state(0, st, [], [0x501, 0x502, 0x501])
+        self.assertEqual(lib.calls[-1], ("adopt", (0, 1), [0x2000, 0x3000]))
+        self.assertEqual(lib.pools[(0, 1)], {0x1000: 0, 0x2000: 2, 0x3000: 2})
+        self.assertTrue(t.check_live(0, (0, 1), {0x1000, 0x2000, 0x3000}))
+        # PyTorch's asserts and frees after the restore
+        self.assertTrue(t.has_standard_deleter(0x501))
+        self.assertEqual(t.has_standard_deleter(0x503), "orig")
+        t.free_and_remove(0x501)                                 # the trees free a live output
+        self.assertEqual(lib.pools[(0, 1)][0x2000], 1)
+        self.assertEqual(t.free_and_remove(0x503), "orig")
+        # raw_delete: an adopted block given up; a freed one left alone; others PyTorch's
+        t.raw_delete(0x3000)
+        self.assertEqual(lib.pools[(0, 1)][0x3000], 1)
+        self.assertIsNone(t.raw_delete(0x2000))
+        self.assertEqual(t.raw_delete(0x1000), "orig")
+        self.assertEqual(t.raw_delete(0x4000), "orig")
+        self.assertEqual(t.adopted, {})
+        self.assertEqual(torch.weak, {})                         # every weak reference freed
+
+    def test_sweep_and_restore_again(self):
+        t, torch, lib = self.t, self.torch, self.lib
+        torch.storages.update({0x501: 0x2000, 0x502: 0x3000})
+        st = t.get_state(0, (0, 1))
+        t.set_state(0, st, [], [0x501, 0x502])
+        del torch.storages[0x501]                                # its storage gone
+        self.assertFalse(t.check_live(0, (0, 1), {0x1000, 0x2000, 0x3000}))  # swept first
+        self.assertTrue(t.check_live(0, (0, 1), {0x1000, 0x3000}))
+        self.assertEqual(lib.pools[(0, 1)][0x2000], 1)
+        t.set_state(0, st, [], [])                               # 0x3000 no longer named
+        self.assertEqual(lib.pools[(0, 1)][0x3000], 1)
+        self.assertEqual((t.adopted, torch.weak), ({}, {}))
+        # a storage already gone when named: skipped
+        t.set_state(0, st, [], [0x501])
+        self.assertEqual(lib.calls[-1], ("adopt", (0, 1), []))
+
+    def test_refused_restore(self):
+        t, torch, lib = self.t, self.torch, self.lib
+        torch.storages[0x501] = 0x7000                           # not a block of the pool
+        with self.assertRaisesRegex(RuntimeError, "model: refused"):
+            t.set_state(0, t.get_state(0, (0, 1)), [], [0x501])
+        self.assertEqual((t.adopted, torch.weak), ({}, {}))
+        self.assertEqual(lib.pools[(0, 1)], {0x1000: 0, 0x2000: 1, 0x3000: 1})
+
+
 FAKE_TORCH = '''
 """A stand-in for PyTorch: what gpuheap.torch.enable touches."""
 import os
@@ -1651,10 +1826,46 @@ class _Memory:
             raise RuntimeError("Can't swap an already initialized allocator")
         STATE["installed"] = a
 
+class _C:  # what CUDA graph trees call that a pluggable allocator refuses
+    @staticmethod
+    def _cuda_checkPoolLiveAllocations(device, pool, ptrs):
+        raise RuntimeError("pluggable does not yet support checkPoolLiveAllocations")
+    @staticmethod
+    def _cuda_getCheckpointState(device, pool):
+        raise RuntimeError("CUDAPluggableAllocator does not yet support getCheckpointState")
+    @staticmethod
+    def _cuda_setCheckpointPoolState(device, state, stale, storages):
+        raise RuntimeError("CUDAPluggableAllocator does not yet support setCheckpointPoolState")
+    @staticmethod
+    def _cuda_cudaCachingAllocator_raw_delete(ptr):
+        raise RuntimeError("Trying to free a pointer not allocated here")
+    @staticmethod
+    def _free_And_Remove_DeleterFn(storage_ptr):
+        raise RuntimeError("Expected standard deleter")
+    @staticmethod
+    def _has_Standard_Deleter(storage_ptr):
+        return False
+
+class UntypedStorage:
+    @staticmethod
+    def _new_with_weak_ptr(cdata):
+        return None
+    @staticmethod
+    def _expired(cdata):
+        return True
+    @staticmethod
+    def _free_weak_ref(cdata):
+        pass
+    def _weak_ref(self):
+        return 0
+
 class cuda:
     memory = _Memory
     memory_stats = _Memory.memory_stats
     memory_summary = _Memory.memory_summary
+    @staticmethod
+    def current_device():
+        return 0
     @staticmethod
     def is_initialized():
         return STATE["initialized"]
@@ -1715,6 +1926,11 @@ class TestTorchEnableWithFake(unittest.TestCase):
                                ('end_fn', 'gh_torch_end_allocate_to_pool'), ('release_fn', 'gh_torch_release_pool')):
                 assert torch.STATE[key] == lib.address_of(entry) != None, key
             assert gpuheap.torch.graph_pools() == {'pools': 0, 'blocks': 0, 'freed': 0, 'retired': 0}
+            # torch.compile's CUDA graph trees: the six torch._C calls answered by gpuheap
+            trees = gpuheap.torch._GraphTrees.installed
+            assert trees is not None and trees.device == 0
+            assert torch._C._cuda_getCheckpointState == trees.get_state
+            assert torch._C._has_Standard_Deleter == trees.has_standard_deleter
             assert gpuheap.torch.enable() is m
             assert gpuheap.global_manager() is m
             # the entry point PyTorch will call serves from this manager
@@ -1792,6 +2008,9 @@ class TestTorchEnableWithFake(unittest.TestCase):
                 warnings.simplefilter('always')
                 m = gpuheap.torch.enable(device_budget='64MiB', backend='sim', host_pool_frames=0)
             msgs = [str(x.message) for x in w]
+            # (cuDNN's benchmark mode is not served where no libtorch_cuda is loaded: its own warning)
+            assert any('cudnn.benchmark' in x for x in msgs), msgs
+            msgs = [x for x in msgs if 'cudnn.benchmark' not in x]
             assert len(msgs) == 1 and 'CUDA graph captures are refused' in msgs[0], msgs
             assert 'record_stream' not in msgs[0], msgs
             assert torch.STATE['reset_fn'] == gpuheap.library().address_of('gh_torch_empty_cache')

@@ -18,6 +18,12 @@
  *     request the budgets refuse before it is tried again); a give-back
  *     whose wait for the device fails keeps them; a pool block freed twice
  *     is reported, not freed again;
+ *   - a pool shared by two graphs and a warm-up (no capture) stays until
+ *     its last use is released (PyTorch's use count);
+ *   - CUDA graph trees' checkpoint restore: blocks adopted (kept from reuse),
+ *     given up (reused), listed; adopting a foreign block refused; a block
+ *     held and adopted freed once both let it go; an adopted block outlives
+ *     its pool's release until given up;
  *   - at the end nothing is pinned or leaked and the manager's accounts hold. */
 #include <cstdint>
 #include <cstdio>
@@ -119,6 +125,98 @@ static void retire_during_capture(gh_mempool_id a, gh_mempool_id b, size_t bytes
   capture_begin(b, cap_filter());
   gh_torch_free(p, (ptrdiff_t)bytes, 0, CAP);
   gh_torch_release_pool(0, a);
+}
+
+static int block_state(const void* p) { return gh_torch_pool_block_state(p); }
+
+/* Two graphs into one pool, and a warm-up into it (allocations routed to
+ * the pool with no capture, as CUDA graph trees do), then the trees'
+ * checkpoint restore: blocks adopted and given up. */
+static void shared_pool_and_adoption() {
+  const gh_mempool_id gs{11, 0};
+  capture_begin(gs, cap_filter());               /* graph 1 */
+  void* p1 = alloc(2 * MiB, CAP);
+  void* p2 = alloc(2 * MiB, CAP);
+  gh_torch_free(p2, 2 * MiB, 0, CAP);            /* graph 1's temporary */
+  capture_end(gs);
+  capture_begin(gs, cap_filter());               /* graph 2, the same pool */
+  void* p3 = alloc(2 * MiB, CAP);
+  CHECK(p3 == p2);                               /* the pool's freed block, same stream and size */
+  capture_end(gs);
+  gh_torch_free(p3, 2 * MiB, 0, CAP);
+  /* A warm-up: the pool serves the thread's allocations, no capture underway. */
+  gh_torch_begin_allocate_to_pool(0, gs, [](gh_stream_t s) { return s == CAP; });
+  void* w = alloc(2 * MiB, CAP);
+  CHECK(w == p2);
+  gh_torch_free(w, 2 * MiB, 0, CAP);
+  gh_torch_end_allocate_to_pool(0, gs);
+  gh_torch_release_pool(0, gs);                  /* the warm-up's use: the graphs still hold the pool */
+  counts k = pool_counts();
+  CHECK(k.blocks == 2 && k.retired == 0);
+  CHECK(block_state(p2) == GH_POOL_BLOCK_FREED && block_state(p1) == GH_POOL_BLOCK_LIVE);
+  gh_torch_release_pool(0, gs);                  /* graph 1 goes: graph 2 still replays p2 */
+  CHECK(pool_counts().blocks == 2 && block_state(p2) == GH_POOL_BLOCK_FREED);
+  CHECK(stats().pinned_tensors >= 2);
+
+  /* The listing. */
+  uintptr_t ptrs[4] = {};
+  int states[4] = {};
+  CHECK(gh_torch_pool_blocks(11, 0, ptrs, states, 4) == 2);
+  CHECK(gh_torch_pool_blocks(11, 0, nullptr, nullptr, 0) == 2);
+  CHECK(gh_torch_pool_blocks(12, 0, ptrs, states, 4) == 0);
+  for (int i = 0; i < 2; i++)
+    CHECK(states[i] == ((void*)ptrs[i] == p1 ? GH_POOL_BLOCK_LIVE : GH_POOL_BLOCK_FREED));
+
+  /* Adoption: a replay's output over p2, held by a storage without a deleter. */
+  const uintptr_t live_p1 = (uintptr_t)p1, out = (uintptr_t)p2, foreign = (uintptr_t)0x1234;
+  CHECK(gh_torch_pool_adopt(11, 0, &foreign, 1) == GH_ERR_FOREIGN);
+  CHECK(gh_torch_pool_adopt(12, 0, &out, 1) == GH_ERR_FOREIGN);        /* another pool's */
+  CHECK(gh_torch_pool_adopt(11, 0, nullptr, 1) == GH_ERR_INVAL);
+  CHECK(block_state(p2) == GH_POOL_BLOCK_FREED);                        /* nothing changed */
+  CHECK(gh_torch_pool_adopt(11, 0, &out, 1) == GH_OK);
+  CHECK(block_state(p2) == GH_POOL_BLOCK_ADOPTED);
+  capture_begin(gs, cap_filter());               /* a new recording: p2 is not given */
+  void* p4 = alloc(2 * MiB, CAP);
+  CHECK(p4 != p2 && p4 != nullptr);
+  gh_torch_free(p4, 2 * MiB, 0, CAP);
+  capture_end(gs);
+  CHECK(gh_torch_pool_adopt(11, 0, &out, 1) == GH_OK);                 /* again: stays adopted */
+  CHECK(block_state(p2) == GH_POOL_BLOCK_ADOPTED);
+  CHECK(gh_torch_pool_adopt(11, 0, nullptr, 0) == GH_OK);             /* no longer named: freed */
+  CHECK(block_state(p2) == GH_POOL_BLOCK_FREED);
+  capture_begin(gs, cap_filter());
+  void* p5 = alloc(2 * MiB, CAP);
+  CHECK(p5 == p2 || p5 == p4);                   /* a freed block of the pool again */
+  gh_torch_free(p5, 2 * MiB, 0, CAP);
+  capture_end(gs);
+  CHECK(gh_torch_pool_unadopt(p2) == GH_ERR_INVAL);                    /* not adopted */
+  CHECK(gh_torch_pool_unadopt(p1) == GH_ERR_INVAL);
+  /* A block held by a tensor and adopted too (a recording's output the
+   * program still holds, replayed over): freed once both let it go. */
+  CHECK(gh_torch_pool_adopt(11, 0, &live_p1, 1) == GH_OK);
+  CHECK(block_state(p1) == GH_POOL_BLOCK_ADOPTED);
+  CHECK(gh_torch_pool_adopt(11, 0, nullptr, 0) == GH_OK);
+  CHECK(block_state(p1) == GH_POOL_BLOCK_LIVE);                        /* still the tensor's */
+  CHECK(gh_torch_pool_adopt(11, 0, &live_p1, 1) == GH_OK);
+  gh_torch_free(p1, 2 * MiB, 0, CAP);
+  CHECK(block_state(p1) == GH_POOL_BLOCK_ADOPTED);                     /* the storage still holds it */
+  gh_torch_free(p1, 2 * MiB, 0, CAP);                                  /* twice: reported */
+  CHECK(std::strstr(gh_last_error_detail(), "freed already") != nullptr);
+  CHECK(gh_torch_pool_unadopt(p1) == GH_OK);
+  CHECK(block_state(p1) == GH_POOL_BLOCK_FREED);
+  CHECK(block_state((void*)foreign) == -1);
+
+  /* An adopted block outlives the pool's release, then goes back. */
+  CHECK(gh_torch_pool_adopt(11, 0, &out, 1) == GH_OK);
+  for (int i = 0; i < 2; i++) gh_torch_release_pool(0, gs); /* the recordings of p4 and p5 */
+  CHECK(pool_counts().blocks == 3);              /* graph 2 still holds the pool: p1, p4 kept */
+  gh_torch_release_pool(0, gs);                  /* graph 2 goes */
+  k = pool_counts();
+  std::printf("pool 11 released: %zu blocks (p2 adopted)\n", k.blocks);
+  CHECK(k.blocks == 1 && block_state(p2) == GH_POOL_BLOCK_ADOPTED && block_state(p1) == -1);
+  CHECK(gh_torch_pool_unadopt(p2) == GH_OK);     /* back to the manager at once, the pool with it */
+  k = pool_counts();
+  CHECK(block_state(p2) == -1 && k.pools == 0 && k.blocks == 0 && k.retired == 0);
 }
 
 int main() {
@@ -252,6 +350,10 @@ int main() {
   CHECK(stats().pinned_tensors == 0);
   gh_torch_release_pool(0, g4);
   CHECK(pool_counts().pools == 0);
+
+  const size_t pinned0 = stats().pinned_tensors;
+  shared_pool_and_adoption();
+  CHECK(stats().pinned_tensors == pinned0);
 
   for (void* p : keep) gh_torch_free(p, 4 * MiB, 0, OTHER);
   gh_torch_free(on_cap, 4 * MiB, 0, CAP);

@@ -7,7 +7,10 @@ state) -- on PyTorch's allocator and on gpuheap, and, for
 reduce-overhead, on gpuheap with the three torch._C entry points replaced
 by stand-ins that only log their calls (whether the rest of the trees'
 protocol then works, and which of the three a run reaches). Each probe
-runs in a process of its own; one JSON line a probe.
+runs in a process of its own; one JSON line a probe. Run 2 adds the
+same probes on gpuheap's own answers (no stand-ins) and ro_live: a
+replay's output held while another compiled function records into the
+pool.
 
     GPUHEAP_LIBRARY=build-gpu/libgpuheap.so PYTHONPATH=python python3 probe.py [name ...]
 """
@@ -121,6 +124,42 @@ def _ro(alloc, stub, what):
     return out
 
 
+def _live(alloc):
+    """A replay's output held while another compiled function is warmed up
+    and recorded into the same pool (the trees' checkpoint restore names
+    that output's storage): it must keep its values."""
+    torch, calls = _setup(alloc)
+    m = _net(torch)
+    m2 = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)).cuda()
+    cm, cm2 = torch.compile(m, mode="reduce-overhead"), torch.compile(m2, mode="reduce-overhead")
+    g = torch.Generator(device="cuda").manual_seed(1)
+    out = {}
+    try:
+        with torch.no_grad():
+            x = torch.randn(512, 256, device="cuda", generator=g)
+            for _ in range(3):
+                y = cm(x)                      # warm-up, recording, then a replay
+            keep = y.clone()
+            ref2 = m2(x)
+            for i in range(4):                 # cm2 warmed up and recorded while y lives
+                z = cm2(x + i)
+                out.setdefault("m2_diff", []).append(float((z - m2(x + i)).abs().max().item()))
+                del z
+            torch.cuda.synchronize()
+            out["y_changed"] = int((y != keep).sum().item())
+            out["m2_ref"] = float(ref2.double().sum().item())
+        out["result"] = "ok"
+    except BaseException as e:
+        out["result"] = _err(e)
+    _tree_counts(torch, out)
+    if alloc == "gpuheap":
+        import gpuheap.torch as ght
+        out["graph_pools"] = ght.graph_pools()
+        t = ght._GraphTrees.installed
+        out["adopted_now"] = None if t is None else len(t.adopted)
+    return out
+
+
 PROBES = {
     "cudnn_benchmark_torch": lambda: _cudnn("torch"),
     "cudnn_benchmark_gpuheap": lambda: _cudnn("gpuheap"),
@@ -131,6 +170,11 @@ PROBES = {
     "ro_train_stub": lambda: _ro("gpuheap", True, "train"),
     "ro_train_eval_torch": lambda: _ro("torch", False, "train_eval"),
     "ro_train_eval_stub": lambda: _ro("gpuheap", True, "train_eval"),
+    # run 2: gpuheap's own answers (gpuheap.torch.enable's cacheInfo and graph-tree stand-ins)
+    "ro_infer_gpuheap": lambda: _ro("gpuheap", False, "infer"),
+    "ro_train_eval_gpuheap": lambda: _ro("gpuheap", False, "train_eval"),
+    "ro_live_torch": lambda: _live("torch"),
+    "ro_live_gpuheap": lambda: _live("gpuheap"),
 }
 
 
