@@ -467,6 +467,11 @@ extern "C" int _gh_vtable_swap(void* obj, void* const* vtable, size_t entries, c
   if (!copy) return _gh_error(GH_ERR_NOMEM, "_gh_vtable_swap: %zu entries", entries);
   std::memcpy(copy, vtable, entries * sizeof(void*));
   copy[slot] = const_cast<void*>(repl);
+  static std::vector<void**>* copies = new std::vector<void**>;  /* kept for the life of the process */
+  try {
+    copies->push_back(copy);
+  } catch (const std::bad_alloc&) {  /* the copy is used all the same */
+  }
   reinterpret_cast<std::atomic<void**>*>(obj)->store(copy + 2, std::memory_order_release);
   return GH_OK;
 }
