@@ -43,8 +43,23 @@
  *     device would end it): until then they are kept as retired, and given
  *     back at the next release, free or empty_cache with none underway, or
  *     before an allocation that the budget refuses is tried again.
+ *   - lives while PyTorch's uses of it last: each begin (a capture, or a
+ *     warm-up of CUDA graph trees allocating to the pool with no capture)
+ *     takes one, each release gives one back; the pool is released when
+ *     none is left (a graph that shares it still replays its blocks);
+ *   - for CUDA graph trees' checkpoint restore (torch.compile's
+ *     reduce-overhead; python/gpuheap/torch.py, _GraphTrees), keeps blocks
+ *     "adopted": live again for storages PyTorch made over a replay's
+ *     output without a deleter, until gpuheap's Python side gives them up.
  * While a capture is underway the manager leaves capturing streams alone
  * (_gh_tmgr_capture_scope; host/TENSORS.md, "CUDA graphs").
+ *
+ * cacheInfo. cuDNN's benchmark mode asks PyTorch's allocator for its
+ * largest free block, and the pluggable allocator throws there, with no
+ * callback to set. gh_torch_serve_cache_info gives that allocator object a
+ * copy of its table of virtual functions with gpuheap's cacheInfo
+ * (_gh_vtable_swap), found and checked by the exported symbols of
+ * PyTorch's libraries, or changes nothing.
  */
 #include <dlfcn.h>
 #include <elf.h>
