@@ -547,19 +547,22 @@ class _GraphTrees:
                 return None  # the pool keeps it already (its tensor went before the restore)
         return self.orig["_cuda_cudaCachingAllocator_raw_delete"](ptr)
 
+    def _adopted_ptr(self, storage_ptr):
+        """The adopted block the storage at storage_ptr is over, or None."""
+        st, ptr = self._storage_ptr(storage_ptr)
+        del st
+        return ptr if ptr in self.adopted else None
+
     def free_and_remove(self, storage_ptr):
         with self.lock:
-            st, ptr = self._storage_ptr(storage_ptr)
-            del st
-            if ptr in self.adopted:
+            ptr = self._adopted_ptr(storage_ptr)
+            if ptr is not None:
                 return self._give_up(ptr)
         return self.orig["_free_And_Remove_DeleterFn"](storage_ptr)
 
     def has_standard_deleter(self, storage_ptr):
         with self.lock:
-            st, ptr = self._storage_ptr(storage_ptr)
-            del st
-            if ptr in self.adopted:
+            if self._adopted_ptr(storage_ptr) is not None:
                 return True
         return self.orig["_has_Standard_Deleter"](storage_ptr)
 
