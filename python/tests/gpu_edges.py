@@ -499,6 +499,7 @@ def check(name, r):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", nargs="+", choices=CASES, default=CASES, help="the cases to run (default: all)")
     ap.add_argument("--only", choices=CASES, help="one case in this process (internal)")
     ap.add_argument("--out", help="the case's JSON result (internal)")
     a = ap.parse_args()
@@ -511,7 +512,7 @@ def main():
     torch_or_skip("gpu_edges")
     fails, results = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name in CASES:
+        for name in a.cases:
             r, rc = run_child(__file__, ["--only", name], os.path.join(tmp, name + ".json"), f"gpu_edges: {name}", 300)
             if rc == SKIP:
                 return SKIP
