@@ -10,7 +10,8 @@ protocol then works, and which of the three a run reaches). Each probe
 runs in a process of its own; one JSON line a probe. Run 2 adds the
 same probes on gpuheap's own answers (no stand-ins) and ro_live: a
 replay's output held while another compiled function records into the
-pool.
+pool. Run 3 (prepared) adds ro_mid: another compiled function run while
+a replayed forward's saved activations are alive.
 
     GPUHEAP_LIBRARY=build-gpu/libgpuheap.so PYTHONPATH=python python3 probe.py [name ...]
 """
@@ -160,6 +161,47 @@ def _live(alloc):
     return out
 
 
+def _mid(alloc):
+    """Training whose forward, once replayed, still has its saved
+    activations alive (the loss not yet backpropagated) when another
+    compiled function runs for the first times: the trees' checkpoint
+    restore names the forward's live outputs (gpuheap adopts their blocks),
+    the other function is warmed up and recorded into the pool, and the
+    backward then reads the saved activations. Losses a step and the other
+    function's outputs, to compare across allocators."""
+    torch, _ = _setup(alloc)
+    m = _net(torch)
+    m2 = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)).cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    cm, cm2 = torch.compile(m, mode="reduce-overhead"), torch.compile(m2, mode="reduce-overhead")
+    g = torch.Generator(device="cuda").manual_seed(1)
+    out = {"losses": [], "other": [], "adopted": []}
+    try:
+        for step in range(8):
+            x = torch.randn(512, 256, device="cuda", generator=g)
+            t = torch.randint(0, 10, (512,), device="cuda", generator=g)
+            loss = torch.nn.functional.cross_entropy(cm(x), t)
+            if step >= 3:
+                with torch.no_grad():
+                    out["other"].append(float(cm2(x + step).double().sum().item()).hex())
+                if alloc == "gpuheap":
+                    import gpuheap.torch as ght
+                    out["adopted"].append(len(ght._GraphTrees.installed.adopted))
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            out["losses"].append(float(loss.item()).hex())
+        torch.cuda.synchronize()
+        out["result"] = "ok"
+    except BaseException as e:
+        out["result"] = _err(e)
+    _tree_counts(torch, out)
+    if alloc == "gpuheap":
+        import gpuheap.torch as ght
+        out["graph_pools"] = ght.graph_pools()
+    return out
+
+
 PROBES = {
     "cudnn_benchmark_torch": lambda: _cudnn("torch"),
     "cudnn_benchmark_gpuheap": lambda: _cudnn("gpuheap"),
@@ -175,6 +217,9 @@ PROBES = {
     "ro_train_eval_gpuheap": lambda: _ro("gpuheap", False, "train_eval"),
     "ro_live_torch": lambda: _live("torch"),
     "ro_live_gpuheap": lambda: _live("gpuheap"),
+    # run 3 (prepared): a restore that names live storages
+    "ro_mid_torch": lambda: _mid("torch"),
+    "ro_mid_gpuheap": lambda: _mid("gpuheap"),
 }
 
 
