@@ -449,15 +449,6 @@ class _GraphTrees:
         cls.installed = t
         return True
 
-    @classmethod
-    def uninstall(cls):
-        t = cls.installed
-        if t is not None:
-            for name, fn in t.orig.items():
-                if fn is not None:
-                    setattr(t.torch._C, name, fn)
-            cls.installed = None
-
     # -- the pool's blocks
     def _blocks(self, pool):
         n = self.lib.gh_torch_pool_blocks(pool[0], pool[1], None, None, 0)
