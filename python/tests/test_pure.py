@@ -1997,6 +1997,20 @@ class TestTorchEnableWithFake(unittest.TestCase):
             else:
                 self.assertIn("does not yet support getDeviceStats", out)
 
+    def test_graph_trees_off(self):
+        """enable(graph_trees=False) leaves torch._C's graph-tree calls to PyTorch."""
+        _lib()
+        rc, out = self.run_fake("""
+            import gpuheap, gpuheap.torch, torch
+            before = torch._C._cuda_getCheckpointState
+            m = gpuheap.torch.enable(device_budget='64MiB', backend='sim', host_pool_frames=0, graph_trees=False)
+            assert gpuheap.torch._GraphTrees.installed is None
+            assert torch._C._cuda_getCheckpointState is before
+            print('ok')
+        """)
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ok", out)
+
     def test_callbacks_missing(self):
         """A PyTorch whose allocator lacks the graph-pool setters: one warning
         naming what is lost, the other callbacks still given, no pool
