@@ -89,6 +89,15 @@ def _tree_counts(torch, out):
         out["tree"] = _err(e)
 
 
+def _tail(torch, alloc, out):
+    """What every reduce-overhead probe reports at its end: the trees'
+    counts, and gpuheap's graph pools."""
+    _tree_counts(torch, out)
+    if alloc == "gpuheap":
+        import gpuheap.torch as ght
+        out["graph_pools"] = ght.graph_pools()
+
+
 def _ro(alloc, stub, what):
     torch, calls = _setup(alloc, stub)
     m = _net(torch)
@@ -116,12 +125,9 @@ def _ro(alloc, stub, what):
         out["result"] = "ok"
     except BaseException as e:
         out["result"] = _err(e)
-    _tree_counts(torch, out)
+    _tail(torch, alloc, out)
     out["calls"] = calls[:12]
     out["n_calls"] = len(calls)
-    if alloc == "gpuheap":
-        import gpuheap.torch as ght
-        out["graph_pools"] = ght.graph_pools()
     return out
 
 
@@ -152,10 +158,9 @@ def _live(alloc):
         out["result"] = "ok"
     except BaseException as e:
         out["result"] = _err(e)
-    _tree_counts(torch, out)
+    _tail(torch, alloc, out)
     if alloc == "gpuheap":
         import gpuheap.torch as ght
-        out["graph_pools"] = ght.graph_pools()
         t = ght._GraphTrees.installed
         out["adopted_now"] = None if t is None else len(t.adopted)
     return out
@@ -195,10 +200,7 @@ def _mid(alloc):
         out["result"] = "ok"
     except BaseException as e:
         out["result"] = _err(e)
-    _tree_counts(torch, out)
-    if alloc == "gpuheap":
-        import gpuheap.torch as ght
-        out["graph_pools"] = ght.graph_pools()
+    _tail(torch, alloc, out)
     return out
 
 
