@@ -460,33 +460,29 @@ extern "C" int _gh_vtable_swap(void* obj, void* const* vtable, size_t entries, c
   if (!obj || !vtable || !orig || !repl || entries < 3)
     return _gh_error(GH_ERR_INVAL, "_gh_vtable_swap: NULL arguments or a table of %zu entries", entries);
   static std::mutex mu;
+  static std::vector<void**>* copies = new std::vector<void**>;  /* ours, kept for the life of the process */
   std::lock_guard<std::mutex> g(mu);
-  void** const* vp = reinterpret_cast<void** const*>(obj);
-  void* const* now = *vp;
-  if (now != vtable + 2) {
-    /* Swapped already: a copy of this table whose `orig` entry is `repl`. */
-    for (size_t k = 2; k < entries; k++)
-      if (now[k - 2] == repl && vtable[k] == orig) {
-        bool same = true;
-        for (size_t j = 2; j < entries && same; j++) same = j == k || now[j - 2] == vtable[j];
-        if (same) return GH_OK;
-      }
-    return _gh_error(GH_ERR_UNSUPPORTED, "_gh_vtable_swap: the object's table of virtual functions is not the one named");
-  }
   size_t slot = 0, found = 0;
   for (size_t k = 2; k < entries; k++)
     if (vtable[k] == orig) slot = k, found++;
   if (found != 1)
     return _gh_error(GH_ERR_UNSUPPORTED, "_gh_vtable_swap: the function is %zu times in the table (once expected)", found);
+  void* const* now = *reinterpret_cast<void* const* const*>(obj);
+  if (now != vtable + 2) {
+    for (void** c : *copies)
+      if (now == c + 2 && c[slot] == repl) return GH_OK;  /* swapped already */
+    return _gh_error(GH_ERR_UNSUPPORTED, "_gh_vtable_swap: the object's table of virtual functions is not the one named");
+  }
   void** copy = new (std::nothrow) void*[entries];
   if (!copy) return _gh_error(GH_ERR_NOMEM, "_gh_vtable_swap: %zu entries", entries);
-  std::memcpy(copy, vtable, entries * sizeof(void*));
-  copy[slot] = const_cast<void*>(repl);
-  static std::vector<void**>* copies = new std::vector<void**>;  /* kept for the life of the process */
   try {
     copies->push_back(copy);
-  } catch (const std::bad_alloc&) {  /* the copy is used all the same */
+  } catch (const std::bad_alloc&) {
+    delete[] copy;
+    return _gh_error(GH_ERR_NOMEM, "_gh_vtable_swap: the list of copies");
   }
+  std::memcpy(copy, vtable, entries * sizeof(void*));
+  copy[slot] = const_cast<void*>(repl);
   reinterpret_cast<std::atomic<void**>*>(obj)->store(copy + 2, std::memory_order_release);
   return GH_OK;
 }

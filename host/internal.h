@@ -95,7 +95,7 @@ void _gh_tmgr_unrelax(gh_tmgr_t* tm, int relaxed, int saved);
  * entries - 2 functions, the object pointing at the first function), the
  * one entry equal to `orig` made `repl`: the object is given a copy of the
  * table with that entry changed (never freed), the table itself and other
- * objects left alone. GH_OK also when obj already has `repl` there;
+ * objects left alone. GH_OK also when obj has such a copy already;
  * GH_ERR_UNSUPPORTED, nothing changed, when obj points elsewhere or `orig`
  * is not in the table exactly once; GH_ERR_INVAL for NULL arguments. */
 int _gh_vtable_swap(void* obj, void* const* vtable, size_t entries, const void* orig, const void* repl);
