@@ -25,7 +25,15 @@ dtype=uint8, device="cuda") and dropping the last reference, timed the same
 way, in two fresh interpreters, one on PyTorch's caching allocator and one
 after gpuheap.torch.enable() (PyTorch then calls gpuheap's entry points
 from C++, with no ctypes in between). Both include PyTorch's own tensor
-construction and destruction, which is the same in both."""
+construction and destruction, which is the same in both.
+
+  python3 bench/torch_alloc.py --lib build-gpu/libgpuheap.so --tensors --graph
+
+--graph: the same, with a captured CUDA graph kept alive in each interpreter
+while it is timed (torch.cuda.graph of y = x * 2 on 1 MiB, replayed once):
+its private pool holds a block, so that each release is first looked up
+among the graph pools' blocks (gpuheap's gh_torch_free does so only while
+some pool holds one), as in a program whose graphs (reduce-overhead) stay."""
 import argparse
 import ctypes
 import json
@@ -84,7 +92,25 @@ def drop(held, j, b):
     held[j] = None
 
 
-def tensor_child(which):
+def keep_graph(torch):
+    """A captured graph and its tensors, to keep alive (--graph)."""
+    x = torch.ones(1 << 18, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = x * 2  # warm-up off the capture, as torch.cuda.graph's docs ask
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = x * 2
+    g.replay()
+    torch.cuda.synchronize()
+    if float(y[0]) != 2.0:
+        raise RuntimeError("torch_alloc.py: the kept graph's replay gave %r" % float(y[0]))
+    return g, x, y
+
+
+def tensor_child(which, graph):
     """One interpreter's half of --tensors: rows as JSON on the last line."""
     import torch
 
@@ -95,6 +121,12 @@ def tensor_child(which):
         import gpuheap.torch
 
         gpuheap.torch.enable()
+    kept = keep_graph(torch) if graph else None
+    if kept is not None and which == "gpuheap":
+        pools = gpuheap.torch.graph_pools()
+        if pools["blocks"] == 0:
+            print("torch_alloc.py: --graph: no graph pool holds a block (%r)" % (pools,), file=sys.stderr)
+            return 1
     rows = [(which, b) + measure(lambda n: torch.empty(n, dtype=torch.uint8, device="cuda"), drop, b)
             for b in SIZES]
     torch.cuda.synchronize()
@@ -110,13 +142,15 @@ def tensors(args):
     env["PYTHONPATH"] = os.pathsep.join([pydir] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     rows = []
     for which in ("torch", "gpuheap"):
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--child", which], env=env,
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--lib", args.lib, "--child", which]
+                           + (["--graph"] if args.graph else []), env=env,
                            capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             sys.stderr.write(r.stdout + r.stderr)
             return r.returncode
         rows += [tuple(x) for x in json.loads(r.stdout.strip().splitlines()[-1])]
-    print("tensors: torch.empty and the last reference dropped, fresh interpreter per allocator")
+    print("tensors: torch.empty and the last reference dropped, fresh interpreter per allocator"
+          + (", a captured graph kept alive" if args.graph else ""))
     print(f"{'allocator':<10} {'bytes':>12} {'alloc med':>10} {'alloc p90':>10} {'free med':>10} {'free p90':>10}")
     for r in sorted(rows, key=lambda r: (r[1], r[0] != "torch")):
         print(f"{r[0]:<10} {r[1]:>12} {r[2]:>10.2f} {r[3]:>10.2f} {r[4]:>10.2f} {r[5]:>10.2f}", flush=True)
@@ -133,10 +167,13 @@ def main():
     ap.add_argument("--lib", required=True, help="path to libgpuheap.so")
     ap.add_argument("--csv", help="write allocator,bytes,alloc_us_median,alloc_us_p90,free_us_median,free_us_p90")
     ap.add_argument("--tensors", action="store_true", help="time torch.empty and its release under each allocator")
+    ap.add_argument("--graph", action="store_true", help="with --tensors: a captured CUDA graph kept alive meanwhile")
     ap.add_argument("--child", choices=("torch", "gpuheap"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.graph and not args.tensors:
+        ap.error("--graph goes with --tensors")
     if args.child:
-        return tensor_child(args.child)
+        return tensor_child(args.child, args.graph)
     if args.tensors:
         return tensors(args)
 
