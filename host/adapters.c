@@ -31,6 +31,7 @@
  * blocking stream.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "internal.h"
@@ -133,9 +134,25 @@ int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out) 
   return gh_relaxed_leave(&r, rc);
 }
 
+/* gh_torch_set_history_context's function. */
+static _Atomic(gh_hist_tag_fn) gh_torch_hist_fn;
+
+void gh_torch_set_history_context(gh_hist_tag_fn fn) { atomic_store(&gh_torch_hist_fn, fn); }
+
+void _gh_torch_hist_begin(ptrdiff_t size) {
+  const gh_hist_tag_fn fn = atomic_load_explicit(&gh_torch_hist_fn, memory_order_relaxed);
+  if (fn && size > 0) gh_hist_context(fn((size_t)size));
+}
+
+void _gh_torch_hist_end(void) {
+  if (atomic_load_explicit(&gh_torch_hist_fn, memory_order_relaxed)) gh_hist_context(0);
+}
+
 void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
   void* p = NULL;
+  _gh_torch_hist_begin(size);
   _gh_torch_alloc(size, device, stream, &p);
+  _gh_torch_hist_end();
   return p;
 }
 

@@ -50,6 +50,38 @@ static void gh_tm_trace_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_stre
 
 static size_t gh_tm_round(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
+/* ---------------------------------------------------------------- history
+ * gh_tmgr_record_history's ring, under mu. The tag is the calling
+ * thread's (gh_hist_context). */
+static __thread uint64_t gh_hist_tag;
+
+void gh_hist_context(uint64_t context) { gh_hist_tag = context; }
+
+static void gh_tm_hist(gh_tmgr_t* tm, uint8_t action, const void* addr, size_t size, gh_stream_t stream,
+                       uint8_t kind) {
+  if (!tm->hist) return;
+  gh_hist_entry_t* e;
+  if (tm->hist_n < tm->hist_cap) {
+    e = &tm->hist[(tm->hist_next + tm->hist_n++) % tm->hist_cap];
+  } else {
+    e = &tm->hist[tm->hist_next];
+    tm->hist_next = (tm->hist_next + 1) % tm->hist_cap;
+    tm->hist_dropped++;
+  }
+  memset(e, 0, sizeof *e);
+  e->time_ns = gh_tm_now_ns();
+  e->addr = (uint64_t)(uintptr_t)addr;
+  e->size = size;
+  e->stream = (uint64_t)(uintptr_t)stream;
+  e->context = gh_hist_tag;
+  e->action = action;
+  e->kind = kind;
+  if (action == GH_HIST_OOM) {
+    const size_t used = tm->dev_used * tm->frame, budget = tm->dev_budget_f * tm->frame;
+    e->device_free = budget > used ? budget - used : 0;
+  }
+}
+
 /* GPUHEAP_CALL_TIMES=1: a public call's host time, from its entry (the
  * wait for the mutex included) to its exit, by kind (_gh_tmgr_call_times);
  * under mu. Off by default: two clock reads are about as long as a free. */
@@ -406,6 +438,7 @@ static void gh_tm_chunk_learn(gh_tmgr_t* tm, size_t n) {
  * pool. */
 static void gh_tm_reclaim_tensor(gh_tmgr_t* tm, gh_tensor_t* t) {
   gh_vframe_t* f = &tm->vf[t->vf0];
+  gh_tm_hist(tm, GH_HIST_FREE_COMPLETED, t->ptr, t->bytes, t->free_stream, t->kind);
   if (f->role == GH_VF_SLAB) {
     _gh_tm_count(tm, f, -1);
     gh_tm_tensor_frames(tm, t, -1, 0, 0, -1);
@@ -580,7 +613,8 @@ static int gh_tm_reuse(gh_tmgr_t* tm, gh_tensor_t* t, gh_stream_t s) {
   }
   if (!o) return 0;  /* (a scan that ends at its limit finds nothing: the 2e5794f version took the next one) */
   gh_tm_pend_remove(tm, o);
-  t->ptr = o->ptr, t->span = o->span, t->vf0 = o->vf0, t->nvf = o->nvf, t->chunk = o->chunk;
+  gh_tm_hist(tm, GH_HIST_FREE_COMPLETED, o->ptr, o->bytes, o->free_stream, o->kind);
+  t->ptr = o->ptr, t->vf0 = o->vf0, t->nvf = o->nvf, t->chunk = o->chunk;  /* (t keeps its own span) */
   for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
     gh_vframe_t* f = &tm->vf[v];
     f->tensors = t, f->kind = t->kind, f->born = tm->evict_gen;
@@ -940,6 +974,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
   free(tm->buckets);
   free(tm->streams);
   if (tm->trace) fclose(tm->trace);
+  free(tm->hist);
   free(tm->cache);
   free(tm->spare);
   free(tm->jobs);
@@ -1038,8 +1073,10 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
       tm->live_bytes += bytes;
       if (tm->live_bytes > tm->peak_bytes) tm->peak_bytes = tm->live_bytes;
       *ptr = t->ptr;
+      gh_tm_hist(tm, GH_HIST_ALLOC, t->ptr, bytes, stream, (uint8_t)kind);
     } else if (rc == GH_ERR_BUDGET) {
       tm->oom_events++;
+      gh_tm_hist(tm, GH_HIST_OOM, NULL, bytes, stream, (uint8_t)kind);
       if (tm->oom) gh_tm_snapshot(tm, &snap);
     }
   }
@@ -1116,6 +1153,7 @@ int gh_tensor_free(gh_tmgr_t* tm, void* ptr, gh_stream_t stream) {
     tm->n_pending++, tm->n_unflushed++;
     tm->freed[tm->freed_pos] = ptr;
     tm->freed_pos = (tm->freed_pos + 1) % GH_TM_FREED_RING;
+    gh_tm_hist(tm, GH_HIST_FREE_REQUESTED, ptr, t->bytes, stream, t->kind);
   }
   gh_tm_trace(tm, "f %llx %zu %d\n", GH_TM_TP(ptr), _gh_tm_sidx(tm, stream), rc);
   gh_tm_call_end(tm, GH_TM_CALL_FREE, t0);
@@ -1662,6 +1700,87 @@ int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* c
     n++;
   }
   *count = n;
+  pthread_mutex_unlock(&tm->mu);
+  return GH_OK;
+}
+
+static int gh_tm_info_cmp(const void* a, const void* b) {
+  const uint64_t x = ((const gh_tensor_info_t*)a)->ptr, y = ((const gh_tensor_info_t*)b)->ptr;
+  return x < y ? -1 : x > y;
+}
+
+static void gh_tm_tensor_info(const gh_tmgr_t* tm, const gh_tensor_t* t, gh_tensor_info_t* o) {
+  memset(o, 0, sizeof *o);
+  o->ptr = (uint64_t)(uintptr_t)t->ptr;
+  o->bytes = t->bytes;
+  o->span = t->span;
+  const int run = tm->vf[t->vf0].role == GH_VF_RUN;
+  o->extent = run ? (uint64_t)t->nvf * tm->frame : t->span;
+  for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) {
+    if (tm->vf[v].tier != GH_TIER_DEVICE) continue;
+    const uint8_t *lo = gh_tm_va(tm, v), *hi = gh_tm_va(tm, v + 1);
+    const uint8_t* a = t->ptr > lo ? t->ptr : lo;
+    const uint8_t* b = t->ptr + t->span < hi ? t->ptr + t->span : hi;
+    if (b > a) o->device_bytes += (uint64_t)(b - a);
+  }
+  o->pending = t->state == GH_T_PENDING;
+  o->stream = (uint64_t)(uintptr_t)(o->pending ? t->free_stream : t->nstreams ? t->streams[0] : NULL);
+  o->kind = t->kind;
+  o->pinned = t->pins > 0;
+  o->cold = t->cold != 0;
+}
+
+int gh_tmgr_tensor_map(gh_tmgr_t* tm, gh_tensor_info_t* out, size_t cap, size_t* count) {
+  if (!tm || !count || (cap && !out)) return _gh_error(GH_ERR_INVAL, "gh_tmgr_tensor_map: NULL argument");
+  _gh_tm_lock(tm);
+  size_t n = 0;
+  for (const gh_tensor_t* t = tm->live_head; t; t = t->next) n++;
+  for (const gh_tensor_t* t = tm->pend_head; t; t = t->next) n++;
+  /* All of them, sorted, then the first cap: the lowest addresses. */
+  gh_tensor_info_t* all = cap && n ? malloc(n * sizeof *all) : NULL;
+  if (cap && n && !all) {
+    pthread_mutex_unlock(&tm->mu);
+    return _gh_error(GH_ERR_NOMEM, "gh_tmgr_tensor_map: %zu tensors", n);
+  }
+  size_t i = 0;
+  for (const gh_tensor_t* t = tm->live_head; all && t; t = t->next) gh_tm_tensor_info(tm, t, &all[i++]);
+  for (const gh_tensor_t* t = tm->pend_head; all && t; t = t->next) gh_tm_tensor_info(tm, t, &all[i++]);
+  pthread_mutex_unlock(&tm->mu);
+  if (all) {
+    qsort(all, n, sizeof *all, gh_tm_info_cmp);
+    memcpy(out, all, (n < cap ? n : cap) * sizeof *all);
+    free(all);
+  }
+  *count = n;
+  return GH_OK;
+}
+
+int gh_tmgr_record_history(gh_tmgr_t* tm, size_t max_entries) {
+  if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_record_history: NULL manager");
+  if (max_entries > SIZE_MAX / sizeof(gh_hist_entry_t))
+    return _gh_error(GH_ERR_INVAL, "gh_tmgr_record_history: %zu entries", max_entries);
+  gh_hist_entry_t* ring = max_entries ? malloc(max_entries * sizeof *ring) : NULL;
+  if (max_entries && !ring)
+    return _gh_error(GH_ERR_NOMEM, "gh_tmgr_record_history: %zu entries", max_entries);
+  _gh_tm_lock(tm);
+  /* The newest entries held so far, up to the new size, oldest first. */
+  const size_t keep = tm->hist_n < max_entries ? tm->hist_n : max_entries;
+  for (size_t k = 0; k < keep; k++)
+    ring[k] = tm->hist[(tm->hist_next + tm->hist_n - keep + k) % tm->hist_cap];
+  gh_hist_entry_t* old = tm->hist;
+  tm->hist_dropped = ring ? tm->hist_dropped + (tm->hist_n - keep) : 0;
+  tm->hist = ring, tm->hist_cap = max_entries, tm->hist_n = keep, tm->hist_next = 0;
+  pthread_mutex_unlock(&tm->mu);
+  free(old);
+  return GH_OK;
+}
+
+int gh_tmgr_history(gh_tmgr_t* tm, gh_hist_entry_t* out, size_t cap, size_t* count, uint64_t* dropped) {
+  if (!tm || !count || (cap && !out)) return _gh_error(GH_ERR_INVAL, "gh_tmgr_history: NULL argument");
+  _gh_tm_lock(tm);
+  for (size_t k = 0; k < tm->hist_n && k < cap; k++) out[k] = tm->hist[(tm->hist_next + k) % tm->hist_cap];
+  *count = tm->hist_n;
+  if (dropped) *dropped = tm->hist_dropped;
   pthread_mutex_unlock(&tm->mu);
   return GH_OK;
 }

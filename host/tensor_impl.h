@@ -490,6 +490,11 @@ struct gh_tmgr_s {
   gh_heap_t* heap;
   size_t heap_online_f, heap_initial_f;
   FILE* trace;  /* GPUHEAP_TRACE: the calls, one line each (gh_tm_trace) */
+  /* gh_tmgr_record_history: a ring of hist_cap entries (NULL: off), the
+   * oldest at hist_next once it is full (hist_n == hist_cap). */
+  gh_hist_entry_t* hist;
+  size_t hist_cap, hist_n, hist_next;
+  uint64_t hist_dropped;
 };
 
 /* A small set of streams to synchronize with. */

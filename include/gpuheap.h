@@ -426,6 +426,64 @@ typedef struct gh_frame_info_s {
  * the device heap and of tensors, cached frames included (tensors 0);
  * host aliases and staging windows are not listed. */
 int gh_tmgr_frame_map(gh_tmgr_t* tm, gh_frame_info_t* out, size_t cap, size_t* count);
+
+/* One tensor of a manager, for snapshots (gh_tmgr_tensor_map). */
+typedef struct gh_tensor_info_s {
+  uint64_t ptr;
+  uint64_t bytes;        /* requested */
+  uint64_t span;         /* the bytes it holds: `bytes` rounded to the manager's alignment */
+  uint64_t extent;       /* the bytes no other tensor may take with it: its run of whole frames
+                            (a run may be up to a quarter longer than it needs when its memory was
+                            reused), or `span` for a small tensor sharing a frame */
+  uint64_t device_bytes; /* of `span`, the bytes on the device now (the rest on the host) */
+  uint64_t stream;       /* the stream it was allocated on (its free's stream once pending) */
+  uint8_t kind;          /* gh_kind_t */
+  uint8_t pinned;        /* 1 while pinned */
+  uint8_t cold;          /* 1 while advised cold (or quiet) */
+  uint8_t pending;       /* 1: freed, its stream not known to be past the free yet */
+  uint8_t reserved[4];
+} gh_tensor_info_t;
+
+/* The manager's tensors in address order, live ones and those freed but
+ * still pending: at most cap into out (which may be NULL when cap is 0);
+ * *count receives how many there are in all. GH_ERR_NOMEM when the list
+ * cannot be sorted. */
+int gh_tmgr_tensor_map(gh_tmgr_t* tm, gh_tensor_info_t* out, size_t cap, size_t* count);
+
+/* A manager's history of tensor calls, for debugging (what PyTorch's
+ * torch.cuda.memory._record_memory_history keeps): a ring of the latest
+ * entries, off by default. */
+typedef enum {
+  GH_HIST_ALLOC = 0,          /* a tensor allocated (addr, size: requested bytes) */
+  GH_HIST_FREE_REQUESTED = 1, /* gh_tensor_free called for it */
+  GH_HIST_FREE_COMPLETED = 2, /* its memory free for reuse: its stream past the free, or the memory handed
+                                 whole to the next allocation on that stream */
+  GH_HIST_OOM = 3,            /* an allocation refused for want of room (GH_ERR_BUDGET); addr 0 */
+} gh_hist_action_t;
+
+typedef struct gh_hist_entry_s {
+  uint64_t time_ns;     /* CLOCK_MONOTONIC */
+  uint64_t addr;
+  uint64_t size;
+  uint64_t stream;
+  uint64_t context;     /* the calling thread's tag (gh_hist_context) at the call, 0 if none */
+  uint64_t device_free; /* GH_HIST_OOM: the device budget's bytes not in use then */
+  uint8_t action;       /* gh_hist_action_t */
+  uint8_t kind;         /* gh_kind_t of the tensor (of the request for GH_HIST_OOM) */
+  uint8_t reserved[6];
+} gh_hist_entry_t;
+
+/* Keep the latest max_entries entries from now on (the ones held so far
+ * kept up to that many, the oldest dropped); 0 stops recording and drops
+ * them all. GH_ERR_NOMEM leaves the recording as it was. */
+int gh_tmgr_record_history(gh_tmgr_t* tm, size_t max_entries);
+/* The entries held, oldest first: at most cap into out (NULL when cap is
+ * 0); *count receives how many are held; *dropped (may be NULL) how many
+ * were overwritten since recording began. */
+int gh_tmgr_history(gh_tmgr_t* tm, gh_hist_entry_t* out, size_t cap, size_t* count, uint64_t* dropped);
+/* The tag this thread's next entries carry (e.g. a stack trace's id that
+ * the caller keeps), until changed; 0 for none. */
+void gh_hist_context(uint64_t context);
 /* Give back frames that hold no live tensor (cached or freed), as
  * torch.cuda.empty_cache does: waits for every pending free's stream to
  * reach it, then unmaps and releases every cached frame, and releases the
@@ -483,6 +541,14 @@ void* gh_torch_alloc_or_throw(ptrdiff_t size, int device, gh_stream_t stream);
  * a side stream could be reused while that stream still writes it. */
 void gh_torch_record_stream(void* ptr, gh_stream_t stream);
 void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream);
+/* History tags for PyTorch's allocations (gh_tmgr_record_history): fn,
+ * when set, is called at the start of each gh_torch_alloc and
+ * gh_torch_alloc_or_throw with the size asked for, on the allocating
+ * thread and with no lock of gpuheap's held, and what it returns tags
+ * the history's entries of that allocation (gh_hist_context). NULL (the
+ * default) calls nothing. */
+typedef uint64_t (*gh_hist_tag_fn)(size_t size);
+void gh_torch_set_history_context(gh_hist_tag_fn fn);
 /* CUDA graphs (torch.cuda.graph): gh_torch_alloc_or_throw serves a
  * capture from a graph pool when PyTorch was given gpuheap's pool
  * callbacks (host/adapters_torch.h; gpuheap.torch.enable installs them):

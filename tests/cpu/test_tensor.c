@@ -159,6 +159,99 @@ static void check_frame_map(gh_tmgr_t* tm) {
   free(fi);
 }
 
+/* gh_tmgr_tensor_map against the model: in address order; every model
+ * tensor listed once, live, with its size, kind and pin; the others
+ * pending frees; no two extents overlap; a pinned tensor all on the
+ * device. */
+static void check_tensor_map(gh_tmgr_t* tm, const model_t* m) {
+  size_t n = 0, n2 = 0;
+  CHECK(gh_tmgr_tensor_map(tm, NULL, 0, &n) == GH_OK);
+  gh_tensor_info_t* ti = calloc(n + 1, sizeof *ti);
+  CHECK(gh_tmgr_tensor_map(tm, ti, n + 1, &n2) == GH_OK && n2 == n);
+  if (n > 1) {  /* a short array: the lowest addresses, the count of all */
+    gh_tensor_info_t two[2];
+    CHECK(gh_tmgr_tensor_map(tm, two, 2, &n2) == GH_OK && n2 == n);
+    CHECK(two[0].ptr == ti[0].ptr && two[1].ptr == ti[1].ptr);
+  }
+  gh_tmgr_stats_t s;
+  CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  size_t live = 0, pending = 0;
+  for (size_t i = 0; i < n; i++) {
+    const gh_tensor_info_t* t = &ti[i];
+    CHECK(i == 0 || (t->ptr > ti[i - 1].ptr && t->ptr >= ti[i - 1].ptr + ti[i - 1].extent));
+    CHECK_MSG(t->bytes > 0 && t->bytes <= t->span && t->span <= t->extent && t->device_bytes <= t->span,
+              "tensor map: %#llx bytes %llu span %llu extent %llu device %llu", (unsigned long long)t->ptr,
+              (unsigned long long)t->bytes, (unsigned long long)t->span, (unsigned long long)t->extent,
+              (unsigned long long)t->device_bytes);
+    CHECK(t->kind < GH_KIND_COUNT);
+    if (t->pending) {
+      pending++;
+      CHECK(!t->pinned);
+      continue;
+    }
+    live++;
+    size_t j = 0;
+    while (j < m->n && (uintptr_t)m->t[j].p != t->ptr) j++;
+    CHECK_MSG(j < m->n, "tensor map: %#llx is no live tensor", (unsigned long long)t->ptr);
+    if (j == m->n) continue;
+    CHECK_EQ_U64(t->bytes, m->t[j].bytes);
+    CHECK_EQ_U64(t->kind, m->t[j].kind);
+    CHECK_EQ_U64(t->pinned, m->t[j].pins > 0);
+    if (t->pinned) CHECK_EQ_U64(t->device_bytes, t->span);
+  }
+  CHECK_EQ_U64(live, m->n);
+  CHECK_EQ_U64(pending, s.pending_frees);
+  free(ti);
+}
+
+/* The history of a run with a ring large enough to drop nothing, replayed:
+ * each alloc of an address not live or pending, each free request of a
+ * live one, each completion of a pending one; the live addresses at the
+ * end are the model's, as many OOM entries as refusals. */
+static void check_history(gh_tmgr_t* tm, const model_t* m, uint64_t oom_events) {
+  size_t n = 0;
+  uint64_t dropped = 1;
+  CHECK(gh_tmgr_history(tm, NULL, 0, &n, &dropped) == GH_OK && dropped == 0);
+  gh_hist_entry_t* e = calloc(n + 1, sizeof *e);
+  size_t n2 = 0;
+  CHECK(gh_tmgr_history(tm, e, n, &n2, NULL) == GH_OK && n2 == n);
+  /* addr -> state (1 live, 2 pending) in a small open-addressing table */
+  const size_t cap = 2 * n + 16;
+  uint64_t* key = calloc(cap, sizeof *key);
+  uint8_t* st = calloc(cap, 1);
+  uint64_t ooms = 0;
+  size_t live = 0;
+  for (size_t i = 0; i < n; i++) {
+    CHECK(i == 0 || e[i].time_ns >= e[i - 1].time_ns);
+    if (e[i].action == GH_HIST_OOM) {
+      ooms++;
+      CHECK(e[i].addr == 0 && e[i].size > 0);
+      continue;
+    }
+    size_t h = (size_t)(e[i].addr / GH_TM_ALIGN * 0x9E3779B97F4A7C15ull) % cap;
+    while (key[h] && key[h] != e[i].addr) h = (h + 1) % cap;
+    key[h] = e[i].addr;
+    const uint8_t was = st[h];
+    switch (e[i].action) {
+      case GH_HIST_ALLOC: CHECK_MSG(was == 0, "history %zu: alloc of %#llx in state %d", i,
+                                    (unsigned long long)e[i].addr, was); st[h] = 1, live++; break;
+      case GH_HIST_FREE_REQUESTED: CHECK_MSG(was == 1, "history %zu: free of %#llx in state %d", i,
+                                             (unsigned long long)e[i].addr, was); st[h] = 2, live--; break;
+      case GH_HIST_FREE_COMPLETED: CHECK_MSG(was == 2, "history %zu: completion of %#llx in state %d", i,
+                                             (unsigned long long)e[i].addr, was); st[h] = 0; break;
+      default: CHECK_MSG(0, "history %zu: action %d", i, e[i].action);
+    }
+  }
+  CHECK_EQ_U64(live, m->n);
+  for (size_t j = 0; j < m->n; j++) {
+    size_t h = (size_t)((uintptr_t)m->t[j].p / GH_TM_ALIGN * 0x9E3779B97F4A7C15ull) % cap;
+    while (key[h] && key[h] != (uintptr_t)m->t[j].p) h = (h + 1) % cap;
+    CHECK(st[h] == 1);
+  }
+  CHECK_EQ_U64(ooms, oom_events);
+  free(key), free(st), free(e);
+}
+
 /* A manager on the simulation; low: its low watermark (0: the default). */
 static gh_tmgr_t* make_tm_low(size_t dev_mib, size_t host_mib, uint32_t pool, uint32_t lag, double low) {
   gh_tmgr_options_t o;
@@ -288,6 +381,7 @@ static void random_run(uint64_t seed, size_t ops) {
   /* With GPUHEAP_CLEAN: a target that lets quiet tensors be cleaned while
    * the host has room, whatever the cycles (random ops have none). */
   if (getenv("GPUHEAP_CLEAN")) CHECK(_gh_tmgr_set_clean_target(tm, 160) == GH_OK);
+  CHECK(gh_tmgr_record_history(tm, 4 * ops + 64) == GH_OK);  /* (at most ~2 entries an op and the frees) */
   model_t m = {0};
   m.cap = 4096;
   m.t = calloc(m.cap, sizeof *m.t);
@@ -440,7 +534,7 @@ static void random_run(uint64_t seed, size_t ops) {
         CHECK(gh_tensor_tier(tm, m.t[i].p, &tier) == GH_OK && tier == GH_TIER_DEVICE);
       }
     check_stats(tm, &m);
-    if (op % 50 == 0) check_frame_map(tm);
+    if (op % 50 == 0) check_frame_map(tm), check_tensor_map(tm, &m);
     if (op % 300 == 150) {  /* now and then everything cached goes */
       CHECK(gh_tmgr_empty_cache(tm) == GH_OK);
       gh_tmgr_stats_t s;
@@ -459,6 +553,8 @@ static void random_run(uint64_t seed, size_t ops) {
   }
   gh_tmgr_stats_t s;
   CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+  check_tensor_map(tm, &m);
+  check_history(tm, &m, s.oom_events);
   printf("seed %llu: %zu ops, %zu allocs (%zu reallocs), %zu refused, %zu pins refused, %llu evictions, "
          "%llu restores, max pending %zu, cached %zu frames\n",
          (unsigned long long)seed, ops, allocs, reallocs, budget_fails, pin_fails, (unsigned long long)s.evictions,
@@ -1501,6 +1597,92 @@ static void record_stream(void) {
 }
 
 /* ------------------------------------------------------------ adapters */
+/* gh_tmgr_record_history's ring: entries in order with their sizes,
+ * streams, kinds and tags; the oldest dropped and counted once it is
+ * full; a smaller ring keeps the newest; 0 stops and drops; an OOM entry;
+ * PyTorch's entry point tags its entries through the tag function. */
+static uint64_t hist_tag_calls;
+static uint64_t hist_tag(size_t size) { return hist_tag_calls++, 0x7a90000ull + size; }
+
+static void history(void) {
+  gh_tmgr_t* tm = make_tm(16, 16, 0, 0);
+  if (!tm) return;
+  gh_hist_entry_t e[8];
+  size_t n = 9;
+  uint64_t dropped = 9;
+  CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n == 0 && dropped == 0);  /* off by default */
+  void *a = NULL, *b = NULL;
+  CHECK(gh_tensor_alloc(tm, 1000, GH_KIND_WEIGHTS, streams[1], &a) == GH_OK);  /* not recorded */
+  CHECK(gh_tmgr_record_history(tm, 4) == GH_OK);
+  gh_hist_context(77);
+  CHECK(gh_tensor_alloc(tm, 3 * MiB, GH_KIND_OPTIMIZER, streams[2], &b) == GH_OK);
+  gh_hist_context(0);
+  CHECK(gh_tensor_free(tm, a, streams[1]) == GH_OK);
+  CHECK(gh_tmgr_empty_cache(tm) == GH_OK);  /* waits for the free: its completion */
+  CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n == 3 && dropped == 0);
+  CHECK(e[0].action == GH_HIST_ALLOC && e[0].addr == (uintptr_t)b && e[0].size == 3 * MiB);
+  CHECK(e[0].kind == GH_KIND_OPTIMIZER && e[0].stream == (uintptr_t)streams[2] && e[0].context == 77);
+  CHECK(e[1].action == GH_HIST_FREE_REQUESTED && e[1].addr == (uintptr_t)a && e[1].size == 1000);
+  CHECK(e[1].kind == GH_KIND_WEIGHTS && e[1].stream == (uintptr_t)streams[1] && e[1].context == 0);
+  CHECK(e[2].action == GH_HIST_FREE_COMPLETED && e[2].addr == (uintptr_t)a && e[2].size == 1000);
+  CHECK(e[0].time_ns <= e[1].time_ns && e[1].time_ns <= e[2].time_ns);
+  /* Refused for want of room: an OOM entry, no address, the budget's free bytes. */
+  void* big = (void*)1;
+  CHECK(gh_tensor_alloc(tm, 64 * MiB, GH_KIND_ACTIVATIONS, streams[0], &big) == GH_ERR_BUDGET);
+  CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n == 4 && dropped == 0);
+  CHECK(e[3].action == GH_HIST_OOM && e[3].addr == 0 && e[3].size == 64 * MiB);
+  CHECK(e[3].device_free > 0 && e[3].device_free <= 16 * MiB);
+  /* Full: each new entry drops the oldest. */
+  CHECK(gh_tensor_free(tm, b, streams[2]) == GH_OK);
+  CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n == 4 && dropped == 1);
+  CHECK(e[0].action == GH_HIST_FREE_REQUESTED && e[0].addr == (uintptr_t)a);
+  CHECK(e[3].action == GH_HIST_FREE_REQUESTED && e[3].addr == (uintptr_t)b);
+  /* A short array gets the oldest. */
+  CHECK(gh_tmgr_history(tm, e, 1, &n, NULL) == GH_OK && n == 4 && e[0].addr == (uintptr_t)a);
+  /* A smaller ring keeps the newest two; the two cut are counted. */
+  CHECK(gh_tmgr_record_history(tm, 2) == GH_OK);
+  CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n == 2 && dropped == 3);
+  CHECK(e[0].action == GH_HIST_OOM && e[1].addr == (uintptr_t)b);
+  /* 0: off, everything dropped; nothing recorded after. */
+  CHECK(gh_tmgr_record_history(tm, 0) == GH_OK);
+  CHECK(gh_tensor_alloc(tm, 1000, GH_KIND_WEIGHTS, streams[1], &a) == GH_OK);
+  CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n == 0 && dropped == 0);
+  CHECK(gh_tensor_free(tm, a, streams[1]) == GH_OK);
+  /* Bad arguments. */
+  CHECK(gh_tmgr_record_history(NULL, 4) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_record_history(tm, SIZE_MAX) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_history(NULL, e, 8, &n, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_history(tm, NULL, 8, &n, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_history(tm, e, 8, NULL, NULL) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_tensor_map(NULL, NULL, 0, &n) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_tensor_map(tm, NULL, 1, &n) == GH_ERR_INVAL);
+  CHECK(gh_tmgr_tensor_map(tm, NULL, 0, NULL) == GH_ERR_INVAL);
+  /* PyTorch's entry point: the tag function is asked once per allocation,
+   * with its size, and its answer tags the alloc entry only. */
+  CHECK(gh_tmgr_set_global(tm) == GH_OK);
+  CHECK(gh_tmgr_record_history(tm, 8) == GH_OK);
+  gh_torch_set_history_context(hist_tag);
+  void* p = gh_torch_alloc(5000, 0, streams[1]);
+  CHECK(p != NULL && hist_tag_calls == 1);
+  gh_torch_free(p, 5000, 0, streams[1]);
+  CHECK(gh_torch_alloc(0, 0, streams[1]) == NULL && hist_tag_calls == 1);  /* size 0: not asked */
+  gh_torch_set_history_context(NULL);
+  p = gh_torch_alloc(6000, 0, streams[1]);
+  CHECK(p != NULL && hist_tag_calls == 1);
+  gh_torch_free(p, 6000, 0, streams[1]);
+  /* (the first entries may complete the free of `a` above, made while off) */
+  CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n >= 4 && n <= 8);
+  size_t k = 0;
+  for (; k < n && e[k].action != GH_HIST_ALLOC; k++) CHECK(e[k].addr == (uintptr_t)a);
+  CHECK(k + 1 < n && e[k].size == 5000 && e[k].context == 0x7a90000ull + 5000);
+  CHECK(e[k + 1].action == GH_HIST_FREE_REQUESTED && e[k + 1].size == 5000 && e[k + 1].context == 0);
+  k += 2;
+  while (k < n && e[k].action != GH_HIST_ALLOC) k++;
+  CHECK(k < n && e[k].size == 6000 && e[k].context == 0);
+  CHECK(gh_tmgr_set_global(NULL) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);  /* (with its ring) */
+}
+
 static void adapters(void) {
   gh_tmgr_t* tm = make_tm(16, 32, 0, 0);
   if (!tm) return;
@@ -4265,6 +4447,7 @@ int main(int argc, char** argv) {
   early_flush();
   record_stream();
   adapters();
+  history();
   large_tensors();
   static const uint64_t seeds[] = {1, 2, 3, 0xC0FFEE};
   for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) random_run(seeds[i], ops);
