@@ -54,18 +54,25 @@ static size_t gh_tm_round(size_t x, size_t a) { return (x + a - 1) / a * a; }
  * gh_tmgr_record_history's ring, under mu. The tag is the calling
  * thread's (gh_hist_context). */
 static __thread uint64_t gh_hist_tag;
+#define GH_TM_HIST_FIRST 4096 /* entries a ring starts with */
 
 void gh_hist_context(uint64_t context) { gh_hist_tag = context; }
 
 static void gh_tm_hist(gh_tmgr_t* tm, uint8_t action, const void* addr, size_t size, gh_stream_t stream,
                        uint8_t kind) {
-  if (!tm->hist) return;
+  if (!tm->hist_cap) return;
+  if (tm->hist_n == tm->hist_alloc && tm->hist_alloc < tm->hist_cap && tm->hist_next == 0) {
+    /* Not wrapped yet: grow (a failure leaves it to wrap sooner). */
+    const size_t want = tm->hist_alloc * 2 < tm->hist_cap ? tm->hist_alloc * 2 : tm->hist_cap;
+    gh_hist_entry_t* g = realloc(tm->hist, want * sizeof *g);
+    if (g) tm->hist = g, tm->hist_alloc = want;
+  }
   gh_hist_entry_t* e;
-  if (tm->hist_n < tm->hist_cap) {
-    e = &tm->hist[(tm->hist_next + tm->hist_n++) % tm->hist_cap];
+  if (tm->hist_n < tm->hist_alloc) {
+    e = &tm->hist[(tm->hist_next + tm->hist_n++) % tm->hist_alloc];
   } else {
     e = &tm->hist[tm->hist_next];
-    tm->hist_next = (tm->hist_next + 1) % tm->hist_cap;
+    tm->hist_next = (tm->hist_next + 1) % tm->hist_alloc;
     tm->hist_dropped++;
   }
   memset(e, 0, sizeof *e);
@@ -1073,6 +1080,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
       tm->live_bytes += bytes;
       if (tm->live_bytes > tm->peak_bytes) tm->peak_bytes = tm->live_bytes;
       *ptr = t->ptr;
+      t->hist_ctx = gh_hist_tag;
       gh_tm_hist(tm, GH_HIST_ALLOC, t->ptr, bytes, stream, (uint8_t)kind);
     } else if (rc == GH_ERR_BUDGET) {
       tm->oom_events++;
@@ -1728,6 +1736,8 @@ static void gh_tm_tensor_info(const gh_tmgr_t* tm, const gh_tensor_t* t, gh_tens
   o->kind = t->kind;
   o->pinned = t->pins > 0;
   o->cold = t->cold != 0;
+  o->run = run;
+  o->context = t->hist_ctx;
 }
 
 int gh_tmgr_tensor_map(gh_tmgr_t* tm, gh_tensor_info_t* out, size_t cap, size_t* count) {
@@ -1757,19 +1767,24 @@ int gh_tmgr_tensor_map(gh_tmgr_t* tm, gh_tensor_info_t* out, size_t cap, size_t*
 
 int gh_tmgr_record_history(gh_tmgr_t* tm, size_t max_entries) {
   if (!tm) return _gh_error(GH_ERR_INVAL, "gh_tmgr_record_history: NULL manager");
-  if (max_entries > SIZE_MAX / sizeof(gh_hist_entry_t))
+  if (max_entries > SIZE_MAX / 2 / sizeof(gh_hist_entry_t))
     return _gh_error(GH_ERR_INVAL, "gh_tmgr_record_history: %zu entries", max_entries);
-  gh_hist_entry_t* ring = max_entries ? malloc(max_entries * sizeof *ring) : NULL;
-  if (max_entries && !ring)
-    return _gh_error(GH_ERR_NOMEM, "gh_tmgr_record_history: %zu entries", max_entries);
   _gh_tm_lock(tm);
-  /* The newest entries held so far, up to the new size, oldest first. */
+  /* The newest entries held so far, up to the new size, oldest first, in
+   * a ring of their number (at least GH_TM_HIST_FIRST, at most max_entries). */
   const size_t keep = tm->hist_n < max_entries ? tm->hist_n : max_entries;
+  size_t alloc = keep > GH_TM_HIST_FIRST ? keep : GH_TM_HIST_FIRST;
+  if (alloc > max_entries) alloc = max_entries;
+  gh_hist_entry_t* ring = alloc ? malloc(alloc * sizeof *ring) : NULL;
+  if (alloc && !ring) {
+    pthread_mutex_unlock(&tm->mu);
+    return _gh_error(GH_ERR_NOMEM, "gh_tmgr_record_history: %zu entries", alloc);
+  }
   for (size_t k = 0; k < keep; k++)
-    ring[k] = tm->hist[(tm->hist_next + tm->hist_n - keep + k) % tm->hist_cap];
+    ring[k] = tm->hist[(tm->hist_next + tm->hist_n - keep + k) % tm->hist_alloc];
   gh_hist_entry_t* old = tm->hist;
-  tm->hist_dropped = ring ? tm->hist_dropped + (tm->hist_n - keep) : 0;
-  tm->hist = ring, tm->hist_cap = max_entries, tm->hist_n = keep, tm->hist_next = 0;
+  tm->hist_dropped = max_entries ? tm->hist_dropped + (tm->hist_n - keep) : 0;
+  tm->hist = ring, tm->hist_cap = max_entries, tm->hist_alloc = alloc, tm->hist_n = keep, tm->hist_next = 0;
   pthread_mutex_unlock(&tm->mu);
   free(old);
   return GH_OK;
@@ -1778,7 +1793,7 @@ int gh_tmgr_record_history(gh_tmgr_t* tm, size_t max_entries) {
 int gh_tmgr_history(gh_tmgr_t* tm, gh_hist_entry_t* out, size_t cap, size_t* count, uint64_t* dropped) {
   if (!tm || !count || (cap && !out)) return _gh_error(GH_ERR_INVAL, "gh_tmgr_history: NULL argument");
   _gh_tm_lock(tm);
-  for (size_t k = 0; k < tm->hist_n && k < cap; k++) out[k] = tm->hist[(tm->hist_next + k) % tm->hist_cap];
+  for (size_t k = 0; k < tm->hist_n && k < cap; k++) out[k] = tm->hist[(tm->hist_next + k) % tm->hist_alloc];
   *count = tm->hist_n;
   if (dropped) *dropped = tm->hist_dropped;
   pthread_mutex_unlock(&tm->mu);

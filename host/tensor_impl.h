@@ -209,6 +209,7 @@ struct gh_tensor_s {
   uint8_t clean_wait; /* in tm->clean_q: to be cleaned once its advice's events are complete */
   uint8_t rec;        /* bit i: streams[i] was named by gh_tensor_record_stream */
   uint8_t rec_many;   /* one such stream did not fit streams[]: the free waits for every stream seen */
+  uint64_t hist_ctx;  /* the history tag at its allocation (gh_hist_context) */
   gh_stream_t streams[GH_TM_TENSOR_STREAMS];
   gh_fevent_t quiet_ev[GH_TM_TENSOR_STREAMS]; /* recorded on its streams at the advice */
   gh_fevent_t ahead_ev;            /* prefetched ahead: after its copies; its users wait at the next use (_gh_tm_ahead_join) */
@@ -490,10 +491,11 @@ struct gh_tmgr_s {
   gh_heap_t* heap;
   size_t heap_online_f, heap_initial_f;
   FILE* trace;  /* GPUHEAP_TRACE: the calls, one line each (gh_tm_trace) */
-  /* gh_tmgr_record_history: a ring of hist_cap entries (NULL: off), the
-   * oldest at hist_next once it is full (hist_n == hist_cap). */
+  /* gh_tmgr_record_history: a ring of at most hist_cap entries (0: off),
+   * hist_alloc of them allocated (grown as entries come, until it wraps),
+   * the oldest at hist_next once it is full (hist_n == hist_alloc). */
   gh_hist_entry_t* hist;
-  size_t hist_cap, hist_n, hist_next;
+  size_t hist_cap, hist_alloc, hist_n, hist_next;
   uint64_t hist_dropped;
 };
 

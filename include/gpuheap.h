@@ -441,7 +441,9 @@ typedef struct gh_tensor_info_s {
   uint8_t pinned;        /* 1 while pinned */
   uint8_t cold;          /* 1 while advised cold (or quiet) */
   uint8_t pending;       /* 1: freed, its stream not known to be past the free yet */
-  uint8_t reserved[4];
+  uint8_t run;           /* 1: it has whole frames of its own (extent); 0: it shares a frame */
+  uint8_t reserved[3];
+  uint64_t context;      /* the history tag of its allocation (gh_hist_context), 0 if none */
 } gh_tensor_info_t;
 
 /* The manager's tensors in address order, live ones and those freed but
@@ -475,7 +477,9 @@ typedef struct gh_hist_entry_s {
 
 /* Keep the latest max_entries entries from now on (the ones held so far
  * kept up to that many, the oldest dropped); 0 stops recording and drops
- * them all. GH_ERR_NOMEM leaves the recording as it was. */
+ * them all. The ring's memory grows as entries come, up to max_entries
+ * (an entry is 48 bytes); where it cannot grow, the oldest entries are
+ * overwritten sooner. GH_ERR_NOMEM leaves the recording as it was. */
 int gh_tmgr_record_history(gh_tmgr_t* tm, size_t max_entries);
 /* The entries held, oldest first: at most cap into out (NULL when cap is
  * 0); *count receives how many are held; *dropped (may be NULL) how many

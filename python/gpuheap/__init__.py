@@ -378,6 +378,42 @@ def frame_to_dict(f):
             "tensors": f.tensors, "used_bytes": f.used_bytes}
 
 
+def tensor_to_dict(t):
+    """A gh_tensor_info_t as a dict (kind by name, stream as an integer)."""
+    kind = _KIND_NAMES[t.kind] if t.kind < _capi.KIND_COUNT else f"kind{t.kind}"
+    return {"ptr": t.ptr, "bytes": t.bytes, "span": t.span, "extent": t.extent, "device_bytes": t.device_bytes,
+            "stream": t.stream, "kind": kind, "pinned": bool(t.pinned), "cold": bool(t.cold),
+            "pending": bool(t.pending), "run": bool(t.run), "context": t.context}
+
+
+_HIST_ACTIONS = {_capi.HIST_ALLOC: "alloc", _capi.HIST_FREE_REQUESTED: "free_requested",
+                 _capi.HIST_FREE_COMPLETED: "free_completed", _capi.HIST_OOM: "oom"}
+
+
+def hist_to_dict(e):
+    """A gh_hist_entry_t as a dict (action and kind by name)."""
+    kind = _KIND_NAMES[e.kind] if e.kind < _capi.KIND_COUNT else f"kind{e.kind}"
+    d = {"action": _HIST_ACTIONS.get(e.action, f"action{e.action}"), "addr": e.addr, "size": e.size,
+         "stream": e.stream, "time_ns": e.time_ns, "context": e.context, "kind": kind}
+    if e.action == _capi.HIST_OOM:
+        d["device_free"] = e.device_free
+    return d
+
+
+def _read_all(fn, struct, what, *args):
+    """Call a gh_tmgr_* lister (fn(..., out, cap, &count, *args)) until the
+    array holds them all; the structs."""
+    count = ctypes.c_size_t()
+    _check(fn(None, 0, ctypes.byref(count), *args), what)
+    for _ in range(8):  # more may come between the two calls
+        cap = count.value + 64
+        arr = (struct * cap)()
+        _check(fn(arr, cap, ctypes.byref(count), *args), what)
+        if count.value <= cap:
+            return arr[:count.value]
+    raise Error(ERR_BUSY, "the list kept growing", what)
+
+
 # ---------------------------------------------------------------- manager
 def _ptr(p, what):
     if p is None:
@@ -605,15 +641,35 @@ class Manager:
         """gh_tmgr_frame_map: every mapped frame in address order, as dicts
         {va, tier, kind, pinned, heap, tensors, used_bytes}."""
         fn = _need(self._lib, "gh_tmgr_frame_map")
-        count = ctypes.c_size_t()
-        _check(fn(self.handle, None, 0, ctypes.byref(count)), "gh_tmgr_frame_map")
-        for _ in range(8):  # frames may be mapped between the two calls
-            cap = count.value + 64
-            arr = (_capi.FrameInfo * cap)()
-            _check(fn(self.handle, arr, cap, ctypes.byref(count)), "gh_tmgr_frame_map")
-            if count.value <= cap:
-                return [frame_to_dict(arr[i]) for i in range(count.value)]
-        raise Error(ERR_BUSY, "the frame map kept growing", "gh_tmgr_frame_map")
+        rows = _read_all(lambda out, cap, cnt: fn(self.handle, out, cap, cnt), _capi.FrameInfo, "gh_tmgr_frame_map")
+        return [frame_to_dict(f) for f in rows]
+
+    def tensor_map(self):
+        """gh_tmgr_tensor_map: every tensor in address order, live ones and
+        those freed whose streams are not known to be past the free yet
+        (pending), as dicts {ptr, bytes, span, extent, device_bytes, stream,
+        kind, pinned, cold, pending, run, context}."""
+        fn = _need(self._lib, "gh_tmgr_tensor_map")
+        rows = _read_all(lambda out, cap, cnt: fn(self.handle, out, cap, cnt), _capi.TensorInfo, "gh_tmgr_tensor_map")
+        return [tensor_to_dict(t) for t in rows]
+
+    def record_history(self, max_entries):
+        """gh_tmgr_record_history: keep the latest max_entries tensor calls
+        (alloc, free_requested, free_completed, oom) from now on; 0 stops
+        and drops them."""
+        if not isinstance(max_entries, int) or max_entries < 0:
+            raise Error(ERR_INVAL, f"max_entries must be an int >= 0, not {max_entries!r}", "record_history")
+        _check(_need(self._lib, "gh_tmgr_record_history")(self.handle, max_entries), "gh_tmgr_record_history")
+
+    def history(self):
+        """gh_tmgr_history: (entries oldest first as dicts {action, addr,
+        size, stream, time_ns, context, kind[, device_free]}, how many were
+        dropped since recording began)."""
+        fn = _need(self._lib, "gh_tmgr_history")
+        dropped = ctypes.c_uint64()
+        rows = _read_all(lambda out, cap, cnt, d: fn(self.handle, out, cap, cnt, d), _capi.HistEntry,
+                         "gh_tmgr_history", ctypes.byref(dropped))
+        return [hist_to_dict(e) for e in rows], dropped.value
 
     def empty_cache(self):
         """gh_tmgr_empty_cache: give back frames that hold no live tensor (as

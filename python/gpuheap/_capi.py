@@ -118,6 +118,46 @@ class FrameInfo(ctypes.Structure):
     ]
 
 
+class TensorInfo(ctypes.Structure):
+    """gh_tensor_info_t"""
+    _fields_ = [
+        ("ptr", c_uint64),
+        ("bytes", c_uint64),
+        ("span", c_uint64),
+        ("extent", c_uint64),
+        ("device_bytes", c_uint64),
+        ("stream", c_uint64),
+        ("kind", c_uint8),
+        ("pinned", c_uint8),
+        ("cold", c_uint8),
+        ("pending", c_uint8),
+        ("run", c_uint8),
+        ("reserved", c_uint8 * 3),
+        ("context", c_uint64),
+    ]
+
+
+class HistEntry(ctypes.Structure):
+    """gh_hist_entry_t"""
+    _fields_ = [
+        ("time_ns", c_uint64),
+        ("addr", c_uint64),
+        ("size", c_uint64),
+        ("stream", c_uint64),
+        ("context", c_uint64),
+        ("device_free", c_uint64),
+        ("action", c_uint8),
+        ("kind", c_uint8),
+        ("reserved", c_uint8 * 6),
+    ]
+
+
+# gh_hist_action_t
+HIST_ALLOC, HIST_FREE_REQUESTED, HIST_FREE_COMPLETED, HIST_OOM = 0, 1, 2, 3
+
+# uint64_t (*gh_hist_tag_fn)(size_t size)
+HIST_TAG_FN = ctypes.CFUNCTYPE(c_uint64, c_size_t)
+
 # void (*gh_oom_fn)(void* user, size_t bytes_wanted, const gh_tmgr_stats_t* stats)
 OOM_FN = ctypes.CFUNCTYPE(None, c_void_p, c_size_t, ctypes.POINTER(TmgrStats))
 
@@ -150,6 +190,11 @@ PROTOTYPES = {
     "gh_tmgr_stats": (c_int, [_P, ctypes.POINTER(TmgrStats)], True),
     "gh_tmgr_frame_map": (c_int, [_P, ctypes.POINTER(FrameInfo), c_size_t, ctypes.POINTER(c_size_t)], False),
     "gh_tmgr_empty_cache": (c_int, [_P], False),
+    "gh_tmgr_tensor_map": (c_int, [_P, ctypes.POINTER(TensorInfo), c_size_t, ctypes.POINTER(c_size_t)], False),
+    "gh_tmgr_record_history": (c_int, [_P, c_size_t], False),
+    "gh_tmgr_history": (c_int, [_P, ctypes.POINTER(HistEntry), c_size_t, ctypes.POINTER(c_size_t),
+                                ctypes.POINTER(c_uint64)], False),
+    "gh_torch_set_history_context": (None, [HIST_TAG_FN], False),
     "gh_tmgr_reset_peak": (c_int, [_P], False),
     "gh_tmgr_set_oom_observer": (c_int, [_P, OOM_FN, _P], True),
     "gh_tmgr_maintain": (c_int, [_P], True),

@@ -241,6 +241,9 @@ class TestImportsAndEnums(unittest.TestCase):
         self.assertEqual(int(re.search(r"GH_KIND_COUNT\s*=\s*(\d+)", hdr).group(1)), _capi.KIND_COUNT)
         self.assertEqual(int(re.search(r"GH_ADVICE_COUNT\s*=\s*(\d+)", hdr).group(1)), _capi.ADVICE_COUNT)
         self.assertEqual(int(re.search(r"GH_TMGR_GROW_ON_DEMAND (\d+)u", hdr).group(1)), _capi.TMGR_GROW_ON_DEMAND)
+        hist = {m.group(1): int(m.group(2)) for m in re.finditer(r"GH_HIST_(\w+)\s*=\s*(\d+)", hdr)}
+        self.assertEqual(hist, {"ALLOC": _capi.HIST_ALLOC, "FREE_REQUESTED": _capi.HIST_FREE_REQUESTED,
+                                "FREE_COMPLETED": _capi.HIST_FREE_COMPLETED, "OOM": _capi.HIST_OOM})
 
     def test_errors_match_header(self):
         hdr = _header()
@@ -263,8 +266,8 @@ class TestLayout(unittest.TestCase):
             self.skipTest("no C compiler")
         structs = [("gh_heap_options_t", _capi.HeapOptions), ("gh_tmgr_options_t", _capi.TmgrOptions),
                    ("gh_tmgr_stats_t", _capi.TmgrStats)]
-        if "gh_frame_info_t" in hdr:
-            structs.append(("gh_frame_info_t", _capi.FrameInfo))
+        structs += [("gh_frame_info_t", _capi.FrameInfo), ("gh_tensor_info_t", _capi.TensorInfo),
+                    ("gh_hist_entry_t", _capi.HistEntry)]
         lines = ['#include <stdio.h>', '#include <stddef.h>', '#include "gpuheap.h"', "int main(void) {"]
         for cname, py in structs:
             lines.append(f'printf("{cname} sizeof %zu\\n", sizeof({cname}));')

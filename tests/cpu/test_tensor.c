@@ -1617,6 +1617,12 @@ static void history(void) {
   gh_hist_context(77);
   CHECK(gh_tensor_alloc(tm, 3 * MiB, GH_KIND_OPTIMIZER, streams[2], &b) == GH_OK);
   gh_hist_context(0);
+  gh_tensor_info_t ti[4];
+  CHECK(gh_tmgr_tensor_map(tm, ti, 4, &n) == GH_OK && n == 2);
+  const gh_tensor_info_t* tb = ti[0].ptr == (uintptr_t)b ? &ti[0] : &ti[1];
+  const gh_tensor_info_t* ta = tb == &ti[0] ? &ti[1] : &ti[0];
+  CHECK(tb->ptr == (uintptr_t)b && tb->run && tb->context == 77 && tb->extent == 2 * 2 * MiB);
+  CHECK(ta->ptr == (uintptr_t)a && !ta->run && ta->context == 0 && ta->extent == ta->span);
   CHECK(gh_tensor_free(tm, a, streams[1]) == GH_OK);
   CHECK(gh_tmgr_empty_cache(tm) == GH_OK);  /* waits for the free: its completion */
   CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n == 3 && dropped == 0);
@@ -1643,6 +1649,18 @@ static void history(void) {
   CHECK(gh_tmgr_record_history(tm, 2) == GH_OK);
   CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n == 2 && dropped == 3);
   CHECK(e[0].action == GH_HIST_OOM && e[1].addr == (uintptr_t)b);
+  /* A ring grows as entries come, up to its size, then wraps. */
+  CHECK(gh_tmgr_record_history(tm, 10000) == GH_OK);
+  for (int i = 0; i < 6000; i++) {
+    CHECK(gh_tensor_alloc(tm, 512, GH_KIND_WEIGHTS, streams[1], &a) == GH_OK);
+    CHECK(gh_tensor_free(tm, a, streams[1]) == GH_OK);
+  }
+  CHECK(gh_tmgr_history(tm, NULL, 0, &n, &dropped) == GH_OK && n == 10000 && dropped > 2000);
+  gh_hist_entry_t* many = calloc(10000, sizeof *many);
+  CHECK(gh_tmgr_history(tm, many, 10000, &n, NULL) == GH_OK);
+  for (size_t i = 1; i < n; i++) CHECK(many[i].time_ns >= many[i - 1].time_ns);
+  CHECK(many[n - 1].action == GH_HIST_FREE_REQUESTED && many[n - 1].addr == (uintptr_t)a);
+  free(many);
   /* 0: off, everything dropped; nothing recorded after. */
   CHECK(gh_tmgr_record_history(tm, 0) == GH_OK);
   CHECK(gh_tensor_alloc(tm, 1000, GH_KIND_WEIGHTS, streams[1], &a) == GH_OK);
@@ -1670,10 +1688,10 @@ static void history(void) {
   p = gh_torch_alloc(6000, 0, streams[1]);
   CHECK(p != NULL && hist_tag_calls == 1);
   gh_torch_free(p, 6000, 0, streams[1]);
-  /* (the first entries may complete the free of `a` above, made while off) */
+  /* (the first entries may complete the frees above, made while off) */
   CHECK(gh_tmgr_history(tm, e, 8, &n, &dropped) == GH_OK && n >= 4 && n <= 8);
   size_t k = 0;
-  for (; k < n && e[k].action != GH_HIST_ALLOC; k++) CHECK(e[k].addr == (uintptr_t)a);
+  for (; k < n && e[k].action != GH_HIST_ALLOC; k++) CHECK(e[k].action == GH_HIST_FREE_COMPLETED);
   CHECK(k + 1 < n && e[k].size == 5000 && e[k].context == 0x7a90000ull + 5000);
   CHECK(e[k + 1].action == GH_HIST_FREE_REQUESTED && e[k + 1].size == 5000 && e[k + 1].context == 0);
   k += 2;
