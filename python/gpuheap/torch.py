@@ -32,6 +32,7 @@ import warnings
 import weakref
 
 import gpuheap
+from gpuheap import _capi
 from gpuheap import (Error, Kind, Advice, ERR_INVAL, ERR_UNSUPPORTED, ERR_NO_DEVICE, ERR_FOREIGN, ERR_DOUBLE_FREE,
                      ERR_PINNED, ERR_BUDGET)
 
@@ -84,6 +85,12 @@ def enable(device_budget=None, host_budget=None, torch_stats=True, graph_trees=T
     torch.cuda.reset_peak_memory_stats() restart gpuheap's peak: under a
     pluggable allocator PyTorch's own raise a RuntimeError (getDeviceStats
     is not supported), which stops programs that only log their memory.
+    It also serves PyTorch's memory snapshots and history
+    (torch.cuda.memory_snapshot(), torch.cuda.memory._snapshot(),
+    _dump_snapshot() and _record_memory_history(), which a pluggable
+    allocator refuses) from gpuheap's tensors and its call history, in
+    PyTorch's format (gpuheap.memviz), and
+    torch.cuda.get_per_process_memory_fraction() from the device budget.
 
     PyTorch is also given gpuheap's callbacks for record_stream,
     torch.cuda.empty_cache() and CUDA graph pools (torch.cuda.graph
@@ -137,12 +144,14 @@ def enable(device_budget=None, host_budget=None, torch_stats=True, graph_trees=T
             _unset_global(m)
             raise
         _manager, _allocator = m, alloc
+        dev = opts.get("device")
+        dev = torch.cuda.current_device() if dev is None or dev < 0 else dev
         if torch_stats:
             _patch_torch_stats(torch)
+            _MemoryHistory.install(torch, m, dev)
         _serve_cache_info()
         if graph_trees:
-            dev = opts.get("device")
-            _GraphTrees.install(torch, torch.cuda.current_device() if dev is None or dev < 0 else dev)
+            _GraphTrees.install(torch, dev)
         return m
 
 
@@ -175,6 +184,154 @@ def _patch_torch_stats(torch):
         for name, fn in patches.items():
             if hasattr(mod, name):
                 setattr(mod, name, fn)
+
+
+# At most this many history entries are kept (48 bytes each in the
+# library's ring, which grows as they come): PyTorch's default max_entries
+# is sys.maxsize.
+HISTORY_MAX_ENTRIES = 1 << 22
+
+
+class _MemoryHistory:
+    """torch.cuda.memory's snapshots and history served by gpuheap
+    (enable(torch_stats=True)): the torch._C functions they call, which
+    raise under a pluggable allocator, replaced by
+
+      _cuda_memorySnapshot         gpuheap.memviz.torch_snapshot of the manager
+      _cuda_record_memory_history  the manager's call history
+                                   (Manager.record_history) and, for
+                                   context "state", "alloc" or "all", the
+                                   Python stack of each allocation, taken
+                                   through gh_torch_set_history_context
+      _cuda_record_memory_history_legacy  the same, from the older arguments
+      _cuda_getMemoryFraction      device budget / the device's memory
+
+    The stacks are Python frames only (PyTorch's stacks="all" adds C++
+    frames, which gpuheap cannot see), innermost first, as PyTorch gives
+    them; an allocation made by a thread with no Python frames (autograd's
+    backward threads) has none. The frames are kept while a live tensor or
+    a history entry names them."""
+
+    installed = None
+
+    def __init__(self, torch, manager, device):
+        self.torch, self.manager, self.device = torch, manager, device
+        self.frames = {}  # tag -> frames
+        self.tags = itertools.count(1)
+        self.prune_at = 1 << 16
+        self.fn = None  # the ctypes callback while stacks are taken (kept alive)
+        self.lock = threading.Lock()
+
+    @classmethod
+    def install(cls, torch, manager, device):
+        h = cls(torch, manager, device)
+        lib = gpuheap.library()
+        C = torch._C
+        if lib.gh_tmgr_tensor_map is not None and hasattr(C, "_cuda_memorySnapshot"):
+            C._cuda_memorySnapshot = h.snapshot
+        if lib.gh_tmgr_record_history is not None:
+            if hasattr(C, "_cuda_record_memory_history"):
+                C._cuda_record_memory_history = h.record
+            if hasattr(C, "_cuda_record_memory_history_legacy"):
+                C._cuda_record_memory_history_legacy = h.record_legacy
+        if hasattr(C, "_cuda_getMemoryFraction"):
+            C._cuda_getMemoryFraction = h.memory_fraction
+        cls.installed = h
+        return h
+
+    # -- torch._C's stand-ins
+    def snapshot(self, arg=None):
+        """_cuda_memorySnapshot(None or (pool id 0, pool id 1, include_traces))."""
+        include_traces = True
+        if arg is not None:
+            arg = tuple(arg)
+            if tuple(arg[:2]) != (0, 0):
+                raise RuntimeError("gpuheap: a snapshot of one memory pool is not served (torch.cuda.memory_snapshot("
+                                   "mempool_id=...)); gpuheap has no MemPools: take the whole snapshot")
+            if len(arg) > 2:
+                include_traces = bool(arg[2])
+        from gpuheap import memviz
+        return memviz.torch_snapshot(self.manager, self.device, include_traces, self.frames)
+
+    def record(self, enabled="all", context="all", stacks="all", max_entries=sys.maxsize, clear_history=False,
+               *_ignored):
+        """_cuda_record_memory_history(enabled, context, stacks, max_entries,
+        clear_history, compile_context, global_record_annotations,
+        skip_actions): the last three are accepted and ignored."""
+        if enabled not in (None, "state", "all"):
+            raise RuntimeError(f"gpuheap: _record_memory_history: enabled must be None, 'state' or 'all', not "
+                               f"{enabled!r}")
+        if context not in (None, "state", "alloc", "all"):
+            raise RuntimeError(f"gpuheap: _record_memory_history: context must be None, 'state', 'alloc' or 'all', "
+                               f"not {context!r}")
+        if stacks not in ("python", "all"):
+            raise RuntimeError(f"gpuheap: _record_memory_history: stacks must be 'python' or 'all', not {stacks!r}")
+        if enabled is None:
+            self._stacks(False)
+            self.manager.record_history(0)
+            with self.lock:
+                self.frames.clear()
+            return
+        if clear_history:
+            self.manager.record_history(0)
+        keep = min(int(max_entries), HISTORY_MAX_ENTRIES) if enabled == "all" else 0
+        self.manager.record_history(keep)
+        self._stacks(context is not None)
+
+    def record_legacy(self, enabled, record_context=True, trace_alloc_max_entries=1, trace_alloc_record_context=False,
+                      record_context_cpp=False, clear_history=False, *_ignored):
+        """_cuda_record_memory_history_legacy's arguments, read as record()'s."""
+        if not enabled:
+            return self.record(None)
+        return self.record("all" if trace_alloc_max_entries > 1 else "state",
+                           "all" if record_context or trace_alloc_record_context else None, "python",
+                           max(int(trace_alloc_max_entries), 1), clear_history)
+
+    def memory_fraction(self, device=None):
+        """_cuda_getMemoryFraction: the device budget over the device's memory."""
+        total = self.torch.cuda.get_device_properties(self.device).total_memory
+        return self.manager.stats()["device_budget"] / total
+
+    # -- the stacks
+    def _stacks(self, on):
+        lib = gpuheap.library()
+        if on and self.fn is None:
+            self.fn = _capi.HIST_TAG_FN(self._tag)
+            lib.gh_torch_set_history_context(self.fn)
+        elif not on and self.fn is not None:
+            lib.gh_torch_set_history_context(_capi.HIST_TAG_FN())
+            self.fn = None  # (a call underway holds its own reference)
+
+    def _tag(self, size):
+        """gh_torch_set_history_context's function: the allocating thread's
+        Python stack kept under a new tag. Never raises into the library."""
+        try:
+            f = sys._getframe(1)
+            frames = []
+            while f is not None:
+                frames.append({"filename": f.f_code.co_filename, "line": f.f_lineno, "name": f.f_code.co_name})
+                f = f.f_back
+            tag = next(self.tags)
+            with self.lock:
+                self.frames[tag] = frames
+                full = len(self.frames) > self.prune_at
+            if full:
+                self.prune()
+            return tag
+        except BaseException:  # noqa: BLE001 (a callback from C: nothing may escape)
+            return 0
+
+    def prune(self):
+        """Drop the frames no live tensor and no history entry names. A tag
+        newer than every named one is kept: its allocation may be underway
+        (the tag is made before it)."""
+        named = {t["context"] for t in self.manager.tensor_map()}
+        named.update(e["context"] for e in self.manager.history()[0])
+        newest = max(named, default=0)
+        with self.lock:
+            for tag in [t for t in self.frames if t not in named and t < newest]:
+                del self.frames[tag]
+            self.prune_at = max(1 << 16, 2 * len(self.frames))
 
 
 # The pluggable allocator's callbacks gpuheap gives PyTorch: (setter, entry

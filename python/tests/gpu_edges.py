@@ -55,6 +55,16 @@ is chosen once a process):
             memory_stats, memory_summary and reset_peak_memory_stats answer
             from gpuheap's statistics (PyTorch's own raise under a
             pluggable allocator).
+  memory_viz  torch.cuda.memory._record_memory_history() and
+            _snapshot() (a pluggable allocator refuses both; gpuheap serves
+            them in PyTorch's format): a small network trained two steps
+            with history on, one tensor made in a named function; every
+            live tensor is an active block of the snapshot, that tensor's
+            block and its alloc entry name the function, PyTorch's own
+            segsum, trace and trace_plot read the snapshot, _dump_snapshot
+            writes a pickle that loads back, memory_snapshot() gives the
+            segments, get_per_process_memory_fraction() the budget's share
+            of the device.
   fraction  torch.cuda.set_per_process_memory_fraction(0.01): gpuheap's
             device budget becomes 1 % of the device's memory (its
             memory-fraction callback); 1.5 GiB of filled tensors then go
@@ -78,7 +88,7 @@ from _child import PYDIR, SKIP, log, run as run_child, torch_or_skip, verdict
 
 MiB = 1 << 20
 CASES = ("oom", "graph", "graph_evict", "graph_callables", "graph_refused", "compile", "compile_graphs",
-         "cudnn_benchmark", "record_stream", "stats", "fraction", "device", "cupy_oom")
+         "cudnn_benchmark", "record_stream", "stats", "memory_viz", "fraction", "device", "cupy_oom")
 
 
 def err(e):
@@ -388,6 +398,53 @@ def case_stats(torch):
     return out
 
 
+def made_here(torch):
+    """A tensor whose allocation's stack names this function."""
+    return torch.empty(5 * MiB, dtype=torch.uint8, device="cuda")
+
+
+def case_memory_viz(torch):
+    ght = enable_or_skip()
+    import pickle
+    from torch.cuda import _memory_viz
+
+    torch.cuda.memory._record_memory_history(max_entries=100000)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(torch.randn(64, 256, device="cuda")),
+                                          torch.randint(0, 10, (64,), device="cuda")).backward()
+        opt.step()
+    x = made_here(torch)
+    torch.cuda.synchronize()
+    snap = torch.cuda.memory._snapshot()
+    blocks = {b["address"]: b for s in snap["segments"] for b in s["blocks"] if b["state"] == "active_allocated"}
+    live = [p.data_ptr() for p in net.parameters()] + [x.data_ptr()]
+    out = {"missing": [p for p in live if p not in blocks], "blocks": len(blocks), "segments": len(snap["segments"]),
+           "x_frames": [f["name"] for f in blocks.get(x.data_ptr(), {}).get("frames", [])][:3]}
+    trace = snap["device_traces"][-1]
+    out["actions"] = sorted({e["action"] for e in trace})
+    out["entries"] = len(trace)
+    x_alloc = [e for e in trace if e["action"] == "alloc" and e["addr"] == x.data_ptr()]
+    out["x_alloc_frames"] = [f["name"] for f in x_alloc[-1]["frames"]][:3] if x_alloc else None
+    out["segsum"] = _memory_viz.segsum(snap).splitlines()[-6:-5]
+    out["trace_lines"] = len(_memory_viz.trace(snap).splitlines())
+    out["html"] = len(_memory_viz.trace_plot(snap))
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "snap.pickle")
+        torch.cuda.memory._dump_snapshot(path)
+        with open(path, "rb") as f:
+            out["pickle_segments"] = len(pickle.load(f)["segments"])
+    out["memory_snapshot"] = len(torch.cuda.memory_snapshot())
+    out["fraction"] = torch.cuda.get_per_process_memory_fraction()
+    out["budget_share"] = ght.manager().stats()["device_budget"] / torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.memory._record_memory_history(enabled=None)
+    out["after_off"] = len(torch.cuda.memory._snapshot()["device_traces"][-1])
+    return out
+
+
 def case_fraction(torch):
     ght = enable_or_skip()
     torch.cuda.set_per_process_memory_fraction(0.01)
@@ -486,6 +543,14 @@ def check(name, r):
         f.append(f"compile_graphs: {r}")
     if name == "cudnn_benchmark" and not (r["error"] is None and r["y_diff"] <= 1e-3 and r["grad_diff"] <= 1e-3):
         f.append(f"cudnn_benchmark: {r}")
+    if name == "memory_viz" and not (not r["missing"] and r["x_frames"][:1] == ["made_here"]
+                                     and (r["x_alloc_frames"] or [None])[:1] == ["made_here"]
+                                     and {"alloc", "free_requested", "free_completed"} <= set(r["actions"])
+                                     and r["trace_lines"] > r["entries"] > 0 and r["html"] > 1000
+                                     and r["pickle_segments"] == r["segments"] > 0
+                                     and r["memory_snapshot"] > 0
+                                     and abs(r["fraction"] - r["budget_share"]) < 1e-9 and r["after_off"] == 0):
+        f.append(f"memory_viz: {r}")
     if name == "compile" and not r["max_diff"] <= 1e-5:
         f.append(f"compile: outputs differ from eager by {r['max_diff']}")
     if name == "fraction" and not (abs(r["budget"] - 0.01 * r["total"]) <= 2 * MiB and r["evictions"] > 0
