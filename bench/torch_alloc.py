@@ -170,7 +170,7 @@ def main():
     ap.add_argument("--graph", action="store_true", help="with --tensors: a captured CUDA graph kept alive meanwhile")
     ap.add_argument("--child", choices=("torch", "gpuheap"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.graph and not args.tensors:
+    if args.graph and not (args.tensors or args.child):
         ap.error("--graph goes with --tensors")
     if args.child:
         return tensor_child(args.child, args.graph)
