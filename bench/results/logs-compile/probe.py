@@ -10,8 +10,10 @@ protocol then works, and which of the three a run reaches). Each probe
 runs in a process of its own; one JSON line a probe. Run 2 adds the
 same probes on gpuheap's own answers (no stand-ins) and ro_live: a
 replay's output held while another compiled function records into the
-pool. Run 3 (prepared) adds ro_mid: another compiled function run while
-a replayed forward's saved activations are alive.
+pool. Run 3 adds ro_mid: another compiled function run while a replayed
+forward's saved activations are alive; run 6 the same eager (a reference
+for the losses) and on PyTorch's allocator with the trees' allocation
+history (what its check found).
 
     GPUHEAP_LIBRARY=build-gpu/libgpuheap.so PYTHONPATH=python python3 probe.py [name ...]
 """
@@ -166,7 +168,7 @@ def _live(alloc):
     return out
 
 
-def _mid(alloc):
+def _mid(alloc, compiled=True, history=False):
     """Training whose forward, once replayed, still has its saved
     activations alive (the loss not yet backpropagated) when another
     compiled function runs for the first times: the trees' checkpoint
@@ -175,10 +177,16 @@ def _mid(alloc):
     backward then reads the saved activations. Losses a step and the other
     function's outputs, to compare across allocators."""
     torch, _ = _setup(alloc)
+    if history:  # the trees record each pool allocation's stack, for their error's detail
+        import torch._inductor.config as icfg
+        icfg.triton.cudagraph_trees_history_recording = True
     m = _net(torch)
     m2 = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)).cuda()
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
-    cm, cm2 = torch.compile(m, mode="reduce-overhead"), torch.compile(m2, mode="reduce-overhead")
+    if compiled:
+        cm, cm2 = torch.compile(m, mode="reduce-overhead"), torch.compile(m2, mode="reduce-overhead")
+    else:  # the reference: the same program eager (float rounding differs from Inductor's kernels)
+        cm, cm2 = m, m2
     g = torch.Generator(device="cuda").manual_seed(1)
     out = {"losses": [], "other": [], "adopted": []}
     try:
@@ -200,6 +208,8 @@ def _mid(alloc):
         out["result"] = "ok"
     except BaseException as e:
         out["result"] = _err(e)
+        if history:
+            out["detail"] = str(e)[:6000]
     _tail(torch, alloc, out)
     return out
 
@@ -222,6 +232,8 @@ PROBES = {
     # run 3 (prepared): a restore that names live storages
     "ro_mid_torch": lambda: _mid("torch"),
     "ro_mid_gpuheap": lambda: _mid("gpuheap"),
+    "ro_mid_eager": lambda: _mid("torch", compiled=False),
+    "ro_mid_torch_history": lambda: _mid("torch", history=True),
 }
 
 
