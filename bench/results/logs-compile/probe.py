@@ -117,8 +117,17 @@ def _ro(alloc, stub, what):
                 continue
             loss = torch.nn.functional.cross_entropy(cm(x), t)
             loss.backward()
+            if twin:
+                torch.nn.functional.cross_entropy(me(x), t).backward()
+                out["grad_diff"].append([float(((p.grad - q.grad).abs().max() / q.grad.abs().max()).item())
+                                         for p, q in zip(m.parameters(), me.parameters())])
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if twin:
+                with torch.no_grad():
+                    for p, q in zip(m.parameters(), me.parameters()):
+                        q.copy_(p)
+                        q.grad = None
             out["losses"].append(float(loss.item()).hex())
             if what == "train_eval" and step >= 3:
                 with torch.no_grad():
@@ -168,27 +177,35 @@ def _live(alloc):
     return out
 
 
-def _mid(alloc, compiled=True, history=False):
+def _mid(alloc, compiled=True, history=False, twin=False):
     """Training whose forward, once replayed, still has its saved
     activations alive (the loss not yet backpropagated) when another
     compiled function runs for the first times: the trees' checkpoint
     restore names the forward's live outputs (gpuheap adopts their blocks),
     the other function is warmed up and recorded into the pool, and the
     backward then reads the saved activations. Losses a step and the other
-    function's outputs, to compare across allocators."""
+    function's outputs, to compare across allocators. twin: an eager copy
+    of the network trained beside it on the same batches; each step, the
+    largest difference between the two networks' gradients over the
+    gradient's largest magnitude, per parameter (0 where bit for bit
+    equal), then the copy's weights set to the compiled one's, so that
+    each step's figure is that step's own."""
     torch, _ = _setup(alloc)
     if history:  # the trees record each pool allocation's stack, for their error's detail
         import torch._inductor.config as icfg
         icfg.triton.cudagraph_trees_history_recording = True
     m = _net(torch)
     m2 = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)).cuda()
+    if twin:
+        import copy
+        me = copy.deepcopy(m)
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
     if compiled:
         cm, cm2 = torch.compile(m, mode="reduce-overhead"), torch.compile(m2, mode="reduce-overhead")
     else:  # the reference: the same program eager (float rounding differs from Inductor's kernels)
         cm, cm2 = m, m2
     g = torch.Generator(device="cuda").manual_seed(1)
-    out = {"losses": [], "other": [], "adopted": []}
+    out = {"losses": [], "other": [], "adopted": [], "grad_diff": []}
     try:
         for step in range(8):
             x = torch.randn(512, 256, device="cuda", generator=g)
@@ -201,8 +218,17 @@ def _mid(alloc, compiled=True, history=False):
                     import gpuheap.torch as ght
                     out["adopted"].append(len(ght._GraphTrees.installed.adopted))
             loss.backward()
+            if twin:
+                torch.nn.functional.cross_entropy(me(x), t).backward()
+                out["grad_diff"].append([float(((p.grad - q.grad).abs().max() / q.grad.abs().max()).item())
+                                         for p, q in zip(m.parameters(), me.parameters())])
             opt.step()
             opt.zero_grad(set_to_none=True)
+            if twin:
+                with torch.no_grad():
+                    for p, q in zip(m.parameters(), me.parameters()):
+                        q.copy_(p)
+                        q.grad = None
             out["losses"].append(float(loss.item()).hex())
         torch.cuda.synchronize()
         out["result"] = "ok"
@@ -210,51 +236,6 @@ def _mid(alloc, compiled=True, history=False):
         out["result"] = _err(e)
         if history:
             out["detail"] = str(e)[:6000]
-    _tail(torch, alloc, out)
-    return out
-
-
-def _mid_twin(alloc):
-    """ro_mid with an eager copy of the network trained beside it on the
-    same batches: each step, the largest difference between the compiled
-    network's gradients and the copy's, over the gradient's largest
-    magnitude, per parameter (0 where bit for bit equal); then the copy's
-    weights are set to the compiled one's, so each step's figure is that
-    step's own."""
-    import copy
-    torch, _ = _setup(alloc)
-    m = _net(torch)
-    m2 = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256)).cuda()
-    me = copy.deepcopy(m)
-    opt = torch.optim.SGD(m.parameters(), lr=0.01)
-    cm, cm2 = torch.compile(m, mode="reduce-overhead"), torch.compile(m2, mode="reduce-overhead")
-    g = torch.Generator(device="cuda").manual_seed(1)
-    out = {"grad_diff": [], "adopted": []}
-    try:
-        for step in range(8):
-            x = torch.randn(512, 256, device="cuda", generator=g)
-            t = torch.randint(0, 10, (512,), device="cuda", generator=g)
-            loss = torch.nn.functional.cross_entropy(cm(x), t)
-            if step >= 3:
-                with torch.no_grad():
-                    cm2(x + step).sum().item()
-                if alloc == "gpuheap":
-                    import gpuheap.torch as ght
-                    out["adopted"].append(len(ght._GraphTrees.installed.adopted))
-            loss.backward()
-            torch.nn.functional.cross_entropy(me(x), t).backward()
-            out["grad_diff"].append([float(((p.grad - q.grad).abs().max() / q.grad.abs().max()).item())
-                                     for p, q in zip(m.parameters(), me.parameters())])
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                for p, q in zip(m.parameters(), me.parameters()):
-                    q.copy_(p)
-                    q.grad = None
-        torch.cuda.synchronize()
-        out["result"] = "ok"
-    except BaseException as e:
-        out["result"] = _err(e)
     _tail(torch, alloc, out)
     return out
 
@@ -279,8 +260,8 @@ PROBES = {
     "ro_mid_gpuheap": lambda: _mid("gpuheap"),
     "ro_mid_eager": lambda: _mid("torch", compiled=False),
     "ro_mid_torch_history": lambda: _mid("torch", history=True),
-    "ro_mid_twin_gpuheap": lambda: _mid_twin("gpuheap"),
-    "ro_mid_twin_torch": lambda: _mid_twin("torch"),
+    "ro_mid_twin_gpuheap": lambda: _mid("gpuheap", twin=True),
+    "ro_mid_twin_torch": lambda: _mid("torch", twin=True),
 }
 
 
