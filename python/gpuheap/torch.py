@@ -171,15 +171,17 @@ def _serve_cache_info():
 
 
 def _patch_torch_stats(torch):
-    """torch.cuda's memory_stats, memory_summary and reset_peak_memory_stats
-    answered by gpuheap (enable(torch_stats=True)). PyTorch's memory_allocated,
+    """torch.cuda's memory_stats, memory_summary, reset_peak_memory_stats and
+    reset_accumulated_memory_stats answered by gpuheap
+    (enable(torch_stats=True)). PyTorch's memory_allocated,
     max_memory_allocated, memory_reserved and max_memory_reserved look
     memory_stats up in torch.cuda.memory when called, so they follow; the
     keys PyTorch has and gpuheap does not (torch_style_stats says which)
     read as PyTorch's .get() defaults, 0."""
     patches = {"memory_stats": lambda device=None: memory_stats(),  # one manager, one device
                "memory_summary": lambda device=None, abbreviated=False: memory_summary(),
-               "reset_peak_memory_stats": lambda device=None: reset_peak_memory_stats()}
+               "reset_peak_memory_stats": lambda device=None: reset_peak_memory_stats(),
+               "reset_accumulated_memory_stats": lambda device=None: reset_accumulated_memory_stats()}
     for mod in (torch.cuda.memory, torch.cuda):
         for name, fn in patches.items():
             if hasattr(mod, name):
@@ -471,10 +473,36 @@ def torch_style_stats(st):
     return collections.OrderedDict(sorted(out.items()))
 
 
+# The counters of torch_style_stats that only grow: reset_accumulated_memory_stats
+# restarts them from 0 (a base per manager, subtracted by memory_stats).
+ACCUMULATED_KEYS = ("num_ooms", "gpuheap.evictions", "gpuheap.restores", "gpuheap.bytes_evicted",
+                    "gpuheap.bytes_restored", "gpuheap.heap_grows", "gpuheap.heap_shrinks", "gpuheap.moves",
+                    "gpuheap.move_ns", "gpuheap.stream_waits", "gpuheap.stream_wait_ns", "gpuheap.vmm_move_ns",
+                    "gpuheap.ordered_moves", "gpuheap.chunk_changes", "gpuheap.host_placed_bytes")
+_accumulated_base = {}  # manager handle -> {key: value at the reset}
+
+
 def memory_stats(manager=None):
-    """torch_style_stats of the manager (default: the one enable() made).
-    torch.cuda.memory_stats() itself does not work under a pluggable allocator."""
-    return torch_style_stats(_mgr(manager).stats())
+    """torch_style_stats of the manager (default: the one enable() made),
+    its accumulated counters (ACCUMULATED_KEYS) counted from the last
+    reset_accumulated_memory_stats. torch.cuda.memory_stats() itself does
+    not work under a pluggable allocator."""
+    m = _mgr(manager)
+    out = torch_style_stats(m.stats())
+    for k, v in _accumulated_base.get(m.handle, {}).items():
+        out[k] -= v
+    return out
+
+
+def reset_accumulated_memory_stats(manager=None):
+    """Restart memory_stats()'s accumulated counters (ACCUMULATED_KEYS:
+    evictions, restores, bytes moved, OOMs, ...) from 0, as
+    torch.cuda.reset_accumulated_memory_stats() would (under
+    enable(torch_stats=True) it does this); the library's own counters
+    (Manager.stats()) go on counting."""
+    m = _mgr(manager)
+    st = torch_style_stats(m.stats())
+    _accumulated_base[m.handle] = {k: st[k] for k in ACCUMULATED_KEYS}
 
 
 def memory_summary(manager=None):

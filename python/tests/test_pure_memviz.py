@@ -138,6 +138,35 @@ class TestSnapshot(unittest.TestCase):
                 m.free(p)
 
 
+class TestAccumulated(unittest.TestCase):
+    """gpuheap.torch.reset_accumulated_memory_stats (what
+    torch.cuda.reset_accumulated_memory_stats does under enable()): the
+    accumulated counters of memory_stats() restart from 0, the current
+    values and the library's own counters do not."""
+
+    def test_reset_accumulated(self):
+        _lib_or_skip()
+        import gpuheap.torch as ght
+        with gpuheap.Manager(backend="sim", device_budget=4 * MiB, host_budget=64 * MiB, host_pool_frames=0) as m:
+            ps = [m.alloc(3 * MiB) for _ in range(4)]  # past the device budget: evictions
+            before = ght.memory_stats(m)
+            self.assertGreater(before["gpuheap.evictions"], 0)
+            self.assertGreater(before["gpuheap.bytes_evicted"], 0)
+            ght.reset_accumulated_memory_stats(m)
+            after = ght.memory_stats(m)
+            for k in ght.ACCUMULATED_KEYS:
+                self.assertEqual(after[k], 0, k)
+            self.assertEqual(after["allocated_bytes.all.current"], before["allocated_bytes.all.current"])
+            self.assertEqual(m.stats()["evictions"], before["gpuheap.evictions"])  # the library's go on
+            for p in ps:
+                m.prefetch(p)  # each back on the device evicts another
+            later = ght.memory_stats(m)
+            self.assertEqual(later["gpuheap.evictions"], m.stats()["evictions"] - before["gpuheap.evictions"])
+            self.assertGreater(later["gpuheap.restores"], 0)
+            for p in ps:
+                m.free(p)
+
+
 class TestMemoryHistory(unittest.TestCase):
     """_MemoryHistory over a stand-in torch, with PyTorch's allocation entry
     point (gh_torch_alloc) called from Python: the stacks it keeps, the
