@@ -52,7 +52,8 @@ is chosen once a process):
             the side stream's late fill (without gpuheap's record-stream
             callback every element did: the probe's run 3).
   stats     torch.cuda.memory_allocated, max_memory_allocated,
-            memory_stats, memory_summary and reset_peak_memory_stats answer
+            memory_stats, memory_summary, reset_peak_memory_stats and
+            reset_accumulated_memory_stats answer
             from gpuheap's statistics (PyTorch's own raise under a
             pluggable allocator).
   memory_viz  torch.cuda.memory._record_memory_history() and
@@ -387,7 +388,7 @@ def side_stream_race(torch):
 
 
 def case_stats(torch):
-    enable_or_skip()
+    ght = enable_or_skip()
     x = torch.empty(64 * MiB, dtype=torch.uint8, device="cuda")
     out = {"allocated": torch.cuda.memory_allocated(), "peak": torch.cuda.max_memory_allocated(),
            "stats_current": torch.cuda.memory_stats()["allocated_bytes.all.current"]}
@@ -395,6 +396,9 @@ def case_stats(torch):
     del x
     torch.cuda.reset_peak_memory_stats()
     out["peak_after_reset"] = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_accumulated_memory_stats()
+    st = torch.cuda.memory_stats()
+    out["accumulated_after_reset"] = {k: st[k] for k in ght.ACCUMULATED_KEYS if st[k]}
     return out
 
 
@@ -536,7 +540,8 @@ def check(name, r):
     if name == "stats" and not (r["allocated"] == r["stats_current"] >= 64 * MiB and r["peak"] >= 64 * MiB
                                 and r["peak_after_reset"] < 64 * MiB
                                 and r["summary"].startswith("gpuheap memory summary")
-                                and "CUDA graph pools" in r["summary"]):
+                                and "CUDA graph pools" in r["summary"]
+                                and r.get("accumulated_after_reset") == {}):
         f.append(f"stats: {r}")
     if name == "compile_graphs" and not (max(r["loss_diff"], r["eval_diff"], r["y_diff"], r["m2_diff"]) <= 1e-4
                                          and r["checkpoints"] >= 1 and r["skips"] == 0):
