@@ -207,6 +207,14 @@ class _MemoryHistory:
                                    through gh_torch_set_history_context
       _cuda_record_memory_history_legacy  the same, from the older arguments
       _cuda_getMemoryFraction      device budget / the device's memory
+      _cuda_attach_out_of_memory_observer  fn(device, bytes asked, bytes of
+                                   tensors on the device, the device budget's
+                                   bytes not in use) at each request refused
+                                   for want of room, before PyTorch raises
+                                   (PyTorch's recipe: dump a snapshot there);
+                                   through Manager.set_oom_observer, whose
+                                   observer set before is called first (one
+                                   set after replaces this)
 
     The stacks are Python frames only (PyTorch's stacks="all" adds C++
     frames, which gpuheap cannot see), innermost first, as PyTorch gives
@@ -223,6 +231,7 @@ class _MemoryHistory:
         self.prune_at = 1 << 16
         self.fn = None  # the ctypes callback while stacks are taken (kept alive)
         self.lock = threading.Lock()
+        self.oom_observers = []
 
     @classmethod
     def install(cls, torch, manager, device):
@@ -238,6 +247,8 @@ class _MemoryHistory:
                 C._cuda_record_memory_history_legacy = h.record_legacy
         if hasattr(C, "_cuda_getMemoryFraction"):
             C._cuda_getMemoryFraction = h.memory_fraction
+        if hasattr(C, "_cuda_attach_out_of_memory_observer"):
+            C._cuda_attach_out_of_memory_observer = h.attach_oom_observer
         cls.installed = h
         return h
 
@@ -293,6 +304,31 @@ class _MemoryHistory:
         """_cuda_getMemoryFraction: the device budget over the device's memory."""
         total = self.torch.cuda.get_device_properties(self.device).total_memory
         return self.manager.stats()["device_budget"] / total
+
+    def attach_oom_observer(self, fn):
+        """_cuda_attach_out_of_memory_observer(fn)."""
+        if not callable(fn):
+            raise TypeError(f"gpuheap: an out-of-memory observer must be callable, not {fn!r}")
+        with self.lock:
+            self.oom_observers.append(fn)
+            first = len(self.oom_observers) == 1
+        if first:
+            before = self.manager._oom[1] if getattr(self.manager, "_oom", None) else None
+            self.manager.set_oom_observer(lambda n, st: self._on_oom(n, st, before))
+
+    def _on_oom(self, nbytes, st, before):
+        if before is not None:
+            before(nbytes, st)
+        fb = st["frame_bytes"]
+        on_device = sum(v["device"] for v in st["tensor_bytes_tier"].values())
+        used = (st["frames"]["device"] + st["heap_frames"]["device"]) * fb
+        free = max(st["device_budget"] - used, 0)
+        for fn in list(self.oom_observers):
+            try:
+                fn(self.device, nbytes, on_device, free)
+            except Exception:  # noqa: BLE001 (one observer's failure stops no other; printed)
+                import traceback
+                traceback.print_exc()
 
     # -- the stacks
     def _stacks(self, on):

@@ -4,7 +4,9 @@ pluggable allocators meet, each case in a fresh interpreter (the allocator
 is chosen once a process):
 
   oom       both budgets spent (256 MiB each): the request that fits
-            neither raises a RuntimeError "gpuheap: out of memory (...)"
+            neither calls the observer attached PyTorch's way
+            (torch._C._cuda_attach_out_of_memory_observer), which takes a
+            snapshot, then raises a RuntimeError "gpuheap: out of memory (...)"
             (PyTorch makes a tensor at address 0 of a NULL, which faults
             and ends the CUDA context: bench/results/logs-torch-edges/),
             the tensors made before it read back their fill, and the
@@ -112,7 +114,13 @@ def enable_or_skip(**kw):
 
 def case_oom(torch):
     enable_or_skip(device_budget="256MiB", host_budget="256MiB")
-    keep, out = [], {}
+    keep, out = [], {"observed": []}
+
+    def observer(device, alloc, device_allocated, device_free):  # PyTorch's recipe: a snapshot at the OOM
+        snap = torch.cuda.memory._snapshot()
+        out["observed"].append([device, alloc, device_allocated, device_free, len(snap["segments"])])
+
+    torch._C._cuda_attach_out_of_memory_observer(observer)
     try:
         for i in range(64):
             t = torch.empty(32 * MiB, dtype=torch.uint8, device="cuda")
@@ -509,6 +517,9 @@ def check(name, r):
             f.append(f"oom: {r['kept']} tensors of 32 MiB before the error (256 MiB a tier: 8-16)")
         if not r["kept_ok"]:
             f.append("oom: a tensor made before the error lost its fill")
+        obs = r.get("observed") or [[None] * 5]
+        if not (len(obs) == 1 and obs[0][1] == 32 * MiB and obs[0][2] >= 128 * MiB and obs[0][4] >= 4):
+            f.append(f"oom: PyTorch's out-of-memory observer saw {obs} (once, 32 MiB asked, a snapshot)")
     if name in ("graph", "graph_evict"):
         if not r["max_diff"] <= 1e-4:
             f.append(f"{name}: replays differ from eager by {r['max_diff']}")

@@ -184,7 +184,8 @@ class TestMemoryHistory(unittest.TestCase):
             m.set_global()
             lib = gpuheap.library()
             C = types.SimpleNamespace(_cuda_memorySnapshot=None, _cuda_record_memory_history=None,
-                                      _cuda_record_memory_history_legacy=None, _cuda_getMemoryFraction=None)
+                                      _cuda_record_memory_history_legacy=None, _cuda_getMemoryFraction=None,
+                                      _cuda_attach_out_of_memory_observer=None)
             props = types.SimpleNamespace(total_memory=64 * MiB)
             torch = types.SimpleNamespace(_C=C, cuda=types.SimpleNamespace(get_device_properties=lambda d: props))
             h = ght._MemoryHistory.install(torch, m, 0)
@@ -241,6 +242,26 @@ class TestMemoryHistory(unittest.TestCase):
                     raise AssertionError(bad)
                 except RuntimeError:
                     pass
+            # Out-of-memory observers, PyTorch's way: each called with (device,
+            # bytes asked, bytes on the device, budget bytes not in use) before
+            # the refusal; the manager's own observer set before first; one
+            # that raises stops neither the others nor the refusal.
+            seen = []
+            m.set_oom_observer(lambda n, st: seen.append(("manager", n)))
+            def bad(*a):
+                raise ValueError("observer failure")
+            C._cuda_attach_out_of_memory_observer(lambda *a: seen.append(("torch",) + a))
+            C._cuda_attach_out_of_memory_observer(bad)
+            C._cuda_attach_out_of_memory_observer(lambda *a: seen.append(("torch2", a[1])))
+            assert lib.gh_torch_alloc(64 * MiB, 0, None) is None
+            assert seen[0] == ("manager", 64 * MiB), seen
+            assert seen[1][:3] == ("torch", 0, 64 * MiB) and seen[1][3] > 0 and 0 <= seen[1][4] <= 16 * MiB, seen
+            assert seen[2] == ("torch2", 64 * MiB) and len(seen) == 3, seen
+            try:
+                C._cuda_attach_out_of_memory_observer(42)
+                raise AssertionError("a non-callable observer was taken")
+            except TypeError:
+                pass
             for x in (q, r, s, t):
                 lib.gh_torch_free(x, 0, 0, None)
             print("ok")
