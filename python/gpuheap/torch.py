@@ -525,7 +525,7 @@ def memory_stats(manager=None):
     not work under a pluggable allocator."""
     m = _mgr(manager)
     out = torch_style_stats(m.stats())
-    for k, v in _accumulated_base.get(m.handle, {}).items():
+    for k, v in _accumulated_base.get(getattr(m, "handle", id(m)), {}).items():
         out[k] -= v
     return out
 
@@ -538,7 +538,7 @@ def reset_accumulated_memory_stats(manager=None):
     (Manager.stats()) go on counting."""
     m = _mgr(manager)
     st = torch_style_stats(m.stats())
-    _accumulated_base[m.handle] = {k: st[k] for k in ACCUMULATED_KEYS}
+    _accumulated_base[getattr(m, "handle", id(m))] = {k: st[k] for k in ACCUMULATED_KEYS}
 
 
 def memory_summary(manager=None):
