@@ -139,20 +139,22 @@ static _Atomic(gh_hist_tag_fn) gh_torch_hist_fn;
 
 void gh_torch_set_history_context(gh_hist_tag_fn fn) { atomic_store(&gh_torch_hist_fn, fn); }
 
-void _gh_torch_hist_begin(ptrdiff_t size) {
+int _gh_torch_hist_begin(ptrdiff_t size) {
   const gh_hist_tag_fn fn = atomic_load_explicit(&gh_torch_hist_fn, memory_order_relaxed);
-  if (fn && size > 0) gh_hist_context(fn((size_t)size));
+  if (!fn || size <= 0) return 0;
+  gh_hist_context(fn((size_t)size));
+  return 1;
 }
 
-void _gh_torch_hist_end(void) {
-  if (atomic_load_explicit(&gh_torch_hist_fn, memory_order_relaxed)) gh_hist_context(0);
+void _gh_torch_hist_end(int tagged) {
+  if (tagged) gh_hist_context(0);
 }
 
 void* gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream) {
   void* p = NULL;
-  _gh_torch_hist_begin(size);
+  const int tagged = _gh_torch_hist_begin(size);
   _gh_torch_alloc(size, device, stream, &p);
-  _gh_torch_hist_end();
+  _gh_torch_hist_end(tagged);
   return p;
 }
 

@@ -260,10 +260,10 @@ extern "C" void* gh_torch_alloc_or_throw(ptrdiff_t size, int device, gh_stream_t
   void* p = nullptr;
   bool served = false;
   int err = GH_OK;
-  _gh_torch_hist_begin(size);  /* before any lock: the tag's function may take Python's */
-  struct hist_end {
-    ~hist_end() { _gh_torch_hist_end(); }
-  } hist_end_;
+  struct hist_scope {  /* the tag taken before any lock (its function may take Python's), cleared after */
+    int tagged;
+    ~hist_scope() { _gh_torch_hist_end(tagged); }
+  } hist_scope_{_gh_torch_hist_begin(size)};
   if (size > 0 && P.active.load(std::memory_order_acquire) > 0) err = gh_pool_alloc(size, device, stream, &served, &p);
   if (!served) {
     err = _gh_torch_alloc(size, device, stream, &p);

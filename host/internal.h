@@ -102,10 +102,11 @@ int _gh_vtable_swap(void* obj, void* const* vtable, size_t entries, const void* 
 /* gh_torch_alloc with its error code (*out NULL on failure and for size 0). */
 int _gh_torch_alloc(ptrdiff_t size, int device, gh_stream_t stream, void** out);
 /* Before a PyTorch allocation, with no lock held: this thread's history
- * tag from gh_torch_set_history_context's function (0 without one);
- * _gh_torch_hist_end clears it after the allocation. */
-void _gh_torch_hist_begin(ptrdiff_t size);
-void _gh_torch_hist_end(void);
+ * tag from gh_torch_set_history_context's function, 1 when one was set;
+ * _gh_torch_hist_end(that) clears it after the allocation (a tag the
+ * caller set with gh_hist_context is left alone where no function is). */
+int _gh_torch_hist_begin(ptrdiff_t size);
+void _gh_torch_hist_end(int tagged);
 /* The framework entry points with their error codes (adapters.c), each in
  * the relaxed capture mode while a capture is underway: gh_torch_free,
  * gh_torch_record_stream; a block of a CUDA graph pool (adapters_torch.cc):

@@ -1685,7 +1685,9 @@ static void history(void) {
   gh_torch_free(p, 5000, 0, streams[1]);
   CHECK(gh_torch_alloc(0, 0, streams[1]) == NULL && hist_tag_calls == 1);  /* size 0: not asked */
   gh_torch_set_history_context(NULL);
+  gh_hist_context(55);  /* the caller's own tag: left alone with no function */
   p = gh_torch_alloc(6000, 0, streams[1]);
+  gh_hist_context(0);
   CHECK(p != NULL && hist_tag_calls == 1);
   gh_torch_free(p, 6000, 0, streams[1]);
   /* (the first entries may complete the frees above, made while off) */
@@ -1696,7 +1698,7 @@ static void history(void) {
   CHECK(e[k + 1].action == GH_HIST_FREE_REQUESTED && e[k + 1].size == 5000 && e[k + 1].context == 0);
   k += 2;
   while (k < n && e[k].action != GH_HIST_ALLOC) k++;
-  CHECK(k < n && e[k].size == 6000 && e[k].context == 0);
+  CHECK(k < n && e[k].size == 6000 && e[k].context == 55);
   CHECK(gh_tmgr_set_global(NULL) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);  /* (with its ring) */
 }
