@@ -37,10 +37,6 @@ that made the allocation where a tag function recorded them
 frames are mapped and evicted underneath the tensors, which keep their
 addresses."""
 
-SEGMENT_KEYS = ("device", "address", "total_size", "allocated_size", "active_size", "requested_size", "stream",
-                "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks")
-
-
 def _tier(device_bytes, total):
     return "device" if device_bytes >= total else ("host" if device_bytes == 0 else "mixed")
 

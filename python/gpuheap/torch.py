@@ -229,7 +229,8 @@ class _MemoryHistory:
         self.frames = {}  # tag -> frames
         self.tags = itertools.count(1)
         self.prune_at = 1 << 16
-        self.fn = None  # the ctypes callback while stacks are taken (kept alive)
+        self.fn = None  # the ctypes callback, once made (never dropped: see _stacks)
+        self.stacks_on = False
         self.lock = threading.Lock()
         self.oom_observers = []
 
@@ -321,7 +322,8 @@ class _MemoryHistory:
             before(nbytes, st)
         fb = st["frame_bytes"]
         on_device = sum(v["device"] for v in st["tensor_bytes_tier"].values())
-        used = (st["frames"]["device"] + st["heap_frames"]["device"]) * fb
+        # as the library's OOM history entry counts it: every device frame created
+        used = (st["frames"]["device"] + st["heap_frames"]["device"] + st["cached_frames"] + st["spare_frames"]) * fb
         free = max(st["device_budget"] - used, 0)
         for fn in list(self.oom_observers):
             try:
@@ -332,13 +334,16 @@ class _MemoryHistory:
 
     # -- the stacks
     def _stacks(self, on):
-        lib = gpuheap.library()
-        if on and self.fn is None:
+        """The library's tag function set to _tag, or unset. The ctypes
+        callback is made once and kept as long as this object (for good:
+        installed): an allocation on another thread may still be calling
+        it after it is unset."""
+        if on == self.stacks_on:
+            return
+        if self.fn is None:
             self.fn = _capi.HIST_TAG_FN(self._tag)
-            lib.gh_torch_set_history_context(self.fn)
-        elif not on and self.fn is not None:
-            lib.gh_torch_set_history_context(_capi.HIST_TAG_FN())
-            self.fn = None  # (a call underway holds its own reference)
+        gpuheap.library().gh_torch_set_history_context(self.fn if on else _capi.HIST_TAG_FN())
+        self.stacks_on = on
 
     def _tag(self, size):
         """gh_torch_set_history_context's function: the allocating thread's

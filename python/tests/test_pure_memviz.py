@@ -230,7 +230,10 @@ class TestMemoryHistory(unittest.TestCase):
             assert blocks[s]["frames"] == [] and C._cuda_memorySnapshot(None)["device_traces"] == [[]]
             # Off: history and frames dropped; the tag function unset.
             C._cuda_record_memory_history(None, None, "all", 0, False, False, False, [])
-            assert h.frames == {} and h.fn is None and m.history() == ([], 0)
+            assert h.frames == {} and not h.stacks_on and m.history() == ([], 0)
+            u = make_tensor(700)  # no tag function: no stack kept
+            assert [t["context"] for t in m.tensor_map() if t["ptr"] == u] == [0] and h.frames == {}
+            lib.gh_torch_free(u, 0, 0, None)
             # The legacy form.
             C._cuda_record_memory_history_legacy(True, True, 50, False, False, False, False, False, [])
             t = make_tensor(600)

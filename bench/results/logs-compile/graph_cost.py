@@ -5,11 +5,15 @@ over, on PyTorch's allocator (argument torch) or gpuheap's (gpuheap): is
 run 4's slower alloc and free with a graph the graph pool's (gpuheap
 only, and gone once the graph is) or the interpreter's (both)?"""
 import gc
+import os
 import statistics
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from torch_alloc import keep_graph  # noqa: E402 (bench/torch_alloc.py: the same capture, checked)
 
 if sys.argv[1] == "gpuheap":
     import gpuheap.torch
@@ -29,25 +33,10 @@ def timed(n=20000):
     return round(statistics.median(a) / 1e3, 2), round(statistics.median(f) / 1e3, 2)
 
 
-def graph():
-    x = torch.ones(1 << 18, device="cuda")
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        y = x * 2
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        y = x * 2
-    g.replay()
-    torch.cuda.synchronize()
-    return g, x, y
-
-
 timed(2000)
 for rnd in range(3):
     row = {"none": timed()}
-    kept = graph()
+    kept = keep_graph(torch)
     row["graph"] = timed()
     if sys.argv[1] == "gpuheap":
         row["pools"] = gpuheap.torch.graph_pools()

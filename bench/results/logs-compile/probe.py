@@ -117,17 +117,8 @@ def _ro(alloc, stub, what):
                 continue
             loss = torch.nn.functional.cross_entropy(cm(x), t)
             loss.backward()
-            if twin:
-                torch.nn.functional.cross_entropy(me(x), t).backward()
-                out["grad_diff"].append([float(((p.grad - q.grad).abs().max() / q.grad.abs().max()).item())
-                                         for p, q in zip(m.parameters(), me.parameters())])
             opt.step()
             opt.zero_grad(set_to_none=True)
-            if twin:
-                with torch.no_grad():
-                    for p, q in zip(m.parameters(), me.parameters()):
-                        q.copy_(p)
-                        q.grad = None
             out["losses"].append(float(loss.item()).hex())
             if what == "train_eval" and step >= 3:
                 with torch.no_grad():
