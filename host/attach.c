@@ -19,7 +19,7 @@ static unit_t* gh_units;
 static const gh_dheap_t* gh_attached;
 
 int gh_register_unit(gh_unit_attach_fn fn) {
-  unit_t* u = (unit_t*)malloc(sizeof *u);
+  unit_t* u = (unit_t*)_gh_malloc(sizeof *u);
   if (u == NULL) return GH_ERR_NOMEM;
   pthread_mutex_lock(&gh_units_lock);
   u->fn = fn;

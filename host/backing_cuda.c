@@ -13,7 +13,7 @@ struct gh_backing_s {
 
 static int cuda_open(gh_backing_t** out, int device, size_t bytes, size_t align, uint8_t** base) {
   (void)device; /* the caller has made it current */
-  gh_backing_t* b = (gh_backing_t*)calloc(1, sizeof *b);
+  gh_backing_t* b = (gh_backing_t*)_gh_calloc(1, sizeof *b);
   if (b == NULL) return _gh_error(GH_ERR_NOMEM, "backing: %zu bytes of host memory", sizeof *b);
   const cudaError_t e = cudaMalloc(&b->raw, bytes + align);
   if (e != cudaSuccess) {

@@ -33,7 +33,7 @@ int _gh_heap_create_managed(gh_heap_t** out, gh_tmgr_t* tm, uint8_t* base, size_
                             const gh_heap_options_t* opts) {
   if (out == NULL || tm == NULL || base == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_create_managed: NULL argument");
   *out = NULL;
-  gh_heap_t* heap = (gh_heap_t*)calloc(1, sizeof *heap);
+  gh_heap_t* heap = (gh_heap_t*)_gh_calloc(1, sizeof *heap);
   if (heap == NULL) return _gh_error(GH_ERR_NOMEM, "_gh_heap_create_managed");
   const int err = _gh_cpu_heap_create_at(&heap->cpu, max_bytes, opts, base, online_bytes);
   if (err) {

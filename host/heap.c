@@ -87,7 +87,7 @@ static int heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* o
   err = pick_device(&o, &device, &sms);
   if (err) return err;
 
-  gh_heap_t* heap = (gh_heap_t*)calloc(1, sizeof *heap);
+  gh_heap_t* heap = (gh_heap_t*)_gh_calloc(1, sizeof *heap);
   if (heap == NULL) return _gh_error(GH_ERR_NOMEM, "gh_heap_create: %zu bytes", sizeof *heap);
   heap->device = device;
   heap->ops = &_gh_backing_cuda;
@@ -169,7 +169,7 @@ int _gh_heap_usage(gh_heap_t* heap, size_t* used_bytes, size_t* online_bytes) {
   if (heap == NULL || heap->tm == NULL || used_bytes == NULL || online_bytes == NULL)
     return _gh_error(GH_ERR_INVAL, "_gh_heap_usage: NULL argument or not a managed heap");
   const uint32_t words = heap->online_pages / 32u;
-  uint32_t* bits = (uint32_t*)malloc((size_t)words * 4u + 4u);
+  uint32_t* bits = (uint32_t*)_gh_malloc((size_t)words * 4u + 4u);
   if (bits == NULL) return _gh_error(GH_ERR_NOMEM, "_gh_heap_usage: %u words", words);
   /* On the side stream, which does not wait for the legacy stream: tensor
    * calls ask this while kernels may run, and must not wait for them. */
@@ -241,7 +241,7 @@ int gh_heap_stats(gh_heap_t* heap, gh_heap_stats_t* stats) {
   /* Offline pages (set bits, FREE state) are neither free nor in use. */
   stats->pages_total = heap->online_pages;
   stats->heap_bytes = (uint64_t)heap->online_pages << heap->view.page_shift;
-  uint32_t* bitmap = (uint32_t*)malloc((size_t)heap->view.n_words * 4u);
+  uint32_t* bitmap = (uint32_t*)_gh_malloc((size_t)heap->view.n_words * 4u);
   if (bitmap == NULL) return _gh_error(GH_ERR_NOMEM, "gh_heap_stats: page bitmap copy");
   uint64_t errors[GH_ERRC_COUNT];
   cudaError_t e = cudaMemcpy(bitmap, heap->view.xpages, (size_t)heap->view.n_words * 4u, cudaMemcpyDeviceToHost);

@@ -17,6 +17,19 @@ int _gh_error(int err, const char* fmt, ...)
 #endif
     ;
 
+/* "error.c": the library's host allocations, as malloc, calloc and realloc
+ * (tests can refuse them: _gh_fail_alloc). */
+void* _gh_malloc(size_t bytes);
+void* _gh_calloc(size_t n, size_t size);
+void* _gh_realloc(void* p, size_t bytes);
+/* Tests only: refuse the nth host allocation of the library from now
+ * (nth 0: none), and with `persist` every one after it too; while held,
+ * allocations are neither counted nor refused (a test's own checks call
+ * the library); the count of allocations refused since. Process-wide. */
+void _gh_fail_alloc(uint64_t nth, int persist);
+void _gh_fail_alloc_hold(int hold);
+uint64_t _gh_failed_allocs(void);
+
 /* "cuda_error.c" */
 int _gh_cuda_error(int cuda_err, const char* what, const char* file, int line);
 

@@ -64,7 +64,7 @@ static void gh_tm_hist(gh_tmgr_t* tm, uint8_t action, const void* addr, size_t s
   if (tm->hist_n == tm->hist_alloc && tm->hist_alloc < tm->hist_cap && tm->hist_next == 0) {
     /* Not wrapped yet: grow (a failure leaves it to wrap sooner). */
     const size_t want = tm->hist_alloc * 2 < tm->hist_cap ? tm->hist_alloc * 2 : tm->hist_cap;
-    gh_hist_entry_t* g = realloc(tm->hist, want * sizeof *g);
+    gh_hist_entry_t* g = _gh_realloc(tm->hist, want * sizeof *g);
     if (g) tm->hist = g, tm->hist_alloc = want;
   }
   gh_hist_entry_t* e;
@@ -113,7 +113,7 @@ static gh_tensor_t* gh_tm_find(const gh_tmgr_t* tm, const void* p) {
 static int gh_tm_hash_reserve(gh_tmgr_t* tm) {
   if (tm->n_live + 1 <= tm->n_buckets) return GH_OK;
   const size_t nb = 2 * tm->n_buckets;
-  gh_tensor_t** b = calloc(nb, sizeof *b);
+  gh_tensor_t** b = _gh_calloc(nb, sizeof *b);
   if (!b) return _gh_error(GH_ERR_NOMEM, "tensor manager: out of memory");
   gh_tensor_t** old = tm->buckets;
   const size_t ob = tm->n_buckets;
@@ -256,7 +256,7 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
       if (v == SIZE_MAX) {
         if (rc != GH_OK) return _gh_error(GH_ERR_BUDGET, "no room for %zu bytes in either tier", t->bytes);
         const size_t words = (tm->frame / GH_TM_ALIGN + 63) / 64;
-        uint64_t* bits = calloc(words, sizeof *bits);
+        uint64_t* bits = _gh_calloc(words, sizeof *bits);
         rc = bits ? GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, nv), &pa.pf, 1)) : GH_ERR_NOMEM;
         if (rc != GH_OK) {
           free(bits);
@@ -303,8 +303,8 @@ static int gh_tm_place(gh_tmgr_t* tm, gh_tensor_t* t, int fast) {
      * tensor that fits only split finer between the tiers (nearly full
      * budgets) is tried again with chunks of half the size, down to single
      * frames. */
-    gh_tm_pa_t* pas = malloc(n * sizeof *pas);
-    gh_pframe_t* pfs = malloc(n * sizeof *pfs);
+    gh_tm_pa_t* pas = _gh_malloc(n * sizeof *pas);
+    gh_pframe_t* pfs = _gh_malloc(n * sizeof *pfs);
     if (!pas || !pfs) {
       free(pas), free(pfs);
       return _gh_error(GH_ERR_NOMEM, "out of memory");
@@ -543,7 +543,7 @@ static void gh_tm_pend_remove(gh_tmgr_t* tm, gh_tensor_t* t) {
 void _gh_tm_flush(gh_tmgr_t* tm) {
   if (!tm->n_unflushed) return;
   gh_tm_settle(tm);
-  gh_tm_fbatch_t** sb = calloc(tm->n_streams ? tm->n_streams : 1, sizeof *sb);
+  gh_tm_fbatch_t** sb = _gh_calloc(tm->n_streams ? tm->n_streams : 1, sizeof *sb);
   /* The frees with no event are the newest: a suffix of the list. */
   for (gh_tensor_t *t = tm->pend_tail, *pv; t && tm->n_unflushed; t = pv) {
     pv = t->prev;
@@ -552,7 +552,7 @@ void _gh_tm_flush(gh_tmgr_t* tm) {
     while (i < tm->n_streams && tm->streams[i] != t->free_stream) i++;
     gh_tm_fbatch_t* b = sb && i < tm->n_streams ? sb[i] : NULL;
     if (!b) {
-      b = calloc(1, sizeof *b);
+      b = _gh_calloc(1, sizeof *b);
       if (!b || GH_P(tm, tm->ops->event_record(tm->fr, gh_tm_rec_stream(tm, t->free_stream), &b->ev)) != GH_OK) {
         _gh_tm_mover_drain(tm);  /* the stream may wait for the mover's word */
         if (!_gh_tm_capturing(tm, t->free_stream))
@@ -698,7 +698,7 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (o.va_bytes == 0) o.va_bytes = 4 * (o.device_budget + o.host_budget) + fixed;
   if (o.va_bytes < fixed + frame) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: va_bytes too small");
 
-  gh_tmgr_t* tm = calloc(1, sizeof *tm);
+  gh_tmgr_t* tm = _gh_calloc(1, sizeof *tm);
   if (!tm) return _gh_error(GH_ERR_NOMEM, "gh_tmgr_create: out of memory");
   tm->opt = o;
   tm->ops = ops;
@@ -842,12 +842,12 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
                 tm->host_budget_f * tm->frame, o.low_watermark, tm->chunk_fixed ? tm->chunk : 0, tm->pool_target);
     }
   }
-  tm->vf = calloc(tm->n_va, sizeof *tm->vf);
-  tm->pool = calloc(tm->pool_cap, sizeof *tm->pool);
-  tm->alias_used = calloc(alias_big_f + host_f + 1, 1);
-  tm->dalias_used = calloc(dalias_f, 1);
+  tm->vf = _gh_calloc(tm->n_va, sizeof *tm->vf);
+  tm->pool = _gh_calloc(tm->pool_cap, sizeof *tm->pool);
+  tm->alias_used = _gh_calloc(alias_big_f + host_f + 1, 1);
+  tm->dalias_used = _gh_calloc(dalias_f, 1);
   tm->n_buckets = 256;
-  tm->buckets = calloc(tm->n_buckets, sizeof *tm->buckets);
+  tm->buckets = _gh_calloc(tm->n_buckets, sizeof *tm->buckets);
   if (!tm->vf || !tm->pool || !tm->buckets || !tm->alias_used || !tm->dalias_used) {
     rc = _gh_error(GH_ERR_NOMEM, "gh_tmgr_create: out of memory");
     goto fail;
@@ -878,8 +878,8 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
       goto fail;
     }
     /* Single device frames: the heap shrinks a frame at a time. */
-    gh_tm_pa_t* pas = malloc(nf * sizeof *pas);
-    gh_pframe_t* pfs = malloc(nf * sizeof *pfs);
+    gh_tm_pa_t* pas = _gh_malloc(nf * sizeof *pas);
+    gh_pframe_t* pfs = _gh_malloc(nf * sizeof *pfs);
     if (!pas || !pfs) {
       free(pas), free(pfs);
       rc = _gh_error(GH_ERR_NOMEM, "gh_tmgr_create: out of memory");
@@ -961,7 +961,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     }
     if (tm->heap) _gh_heap_destroy_managed(tm->heap);
     tm->heap = NULL;
-    for (size_t v = 0; v < tm->heap_vf; v++)
+    for (size_t v = 0; tm->vf && v < tm->heap_vf; v++)  /* (no vf: a creation that failed before it) */
       if (tm->vf[v].tier != GH_TIER_NONE) _gh_tm_vframes_drop(tm, v, 1);  /* single frames */
     tm->spares_off = 1;
     while (tm->n_spare) _gh_tm_spare_release(tm, tm->n_spare - 1);
@@ -1021,7 +1021,7 @@ int gh_tensor_alloc(gh_tmgr_t* tm, size_t bytes, gh_kind_t kind, gh_stream_t str
   if (bytes == 0) return _gh_error(GH_ERR_INVAL, "gh_tensor_alloc: size 0");
   if ((unsigned)kind >= GH_KIND_COUNT) return _gh_error(GH_ERR_INVAL, "gh_tensor_alloc: kind %d", (int)kind);
   if (bytes > SIZE_MAX / 4) return _gh_error(GH_ERR_INVAL, "gh_tensor_alloc: size %zu overflows", bytes);
-  gh_tensor_t* t = calloc(1, sizeof *t);
+  gh_tensor_t* t = _gh_calloc(1, sizeof *t);
   if (!t) return _gh_error(GH_ERR_NOMEM, "gh_tensor_alloc: out of memory");
   t->bytes = bytes;
   t->span = gh_tm_round(bytes, GH_TM_ALIGN);
@@ -1306,7 +1306,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
   _gh_tm_reclaim(tm, 0);
   int rc = _gh_tm_mover_failed(tm);
   if (rc == GH_OK) rc = _gh_tm_stream_seen(tm, stream);
-  gh_tensor_t** ts = rc == GH_OK ? malloc(n * sizeof *ts) : NULL;
+  gh_tensor_t** ts = rc == GH_OK ? _gh_malloc(n * sizeof *ts) : NULL;
   if (rc == GH_OK && !ts) rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_prefetch_many: out of memory");
   /* Every pointer first: a bad one fails the call before anything changes. */
   size_t frames = 0;
@@ -1315,7 +1315,7 @@ int gh_tensor_prefetch_many(gh_tmgr_t* tm, void* const* ptrs, size_t n, gh_strea
     if (!ts[i]) rc = gh_tm_bad_ptr(tm, ptrs[i], "gh_tensor_prefetch_many");
     else frames += ts[i]->nvf;
   }
-  gh_tm_unit_t* units = rc == GH_OK ? malloc(frames * sizeof *units) : NULL;
+  gh_tm_unit_t* units = rc == GH_OK ? _gh_malloc(frames * sizeof *units) : NULL;
   if (rc == GH_OK && !units) rc = _gh_error(GH_ERR_NOMEM, "gh_tensor_prefetch_many: out of memory");
   if (rc == GH_OK) {
     /* Their frames are marked, so that making room evicts none of them; the
@@ -1376,7 +1376,7 @@ int gh_tensor_evict(gh_tmgr_t* tm, void* ptr) {
   if (rc == GH_OK) {
     /* Its units whose tensors are all cold, in one pipelined batch (best
      * effort: a full host tier moves fewer). */
-    gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
+    gh_tm_unit_t* units = _gh_malloc(t->nvf * sizeof *units);
     for (size_t v = t->vf0; v < t->vf0 + t->nvf; v++) tm->vf[v].clock = 0;
     if (units) {
       _gh_tm_move(tm, units, gh_tm_evict_units(tm, t, units), GH_TIER_HOST);
@@ -1466,7 +1466,7 @@ int gh_tensor_evict_ahead(gh_tmgr_t* tm, void* ptr) {
    * a tensor on more streams than tracked or the mover's remaps would make
    * streams wait): otherwise the advice alone. */
   if (rc == GH_OK && t->quiet && tm->vf[t->vf0].role == GH_VF_RUN && !tm->mover_on) {
-    gh_tm_unit_t* units = malloc(t->nvf * sizeof *units);
+    gh_tm_unit_t* units = _gh_malloc(t->nvf * sizeof *units);
     if (units) {
       tm->ordered = 1;
       tm->ahead = t;
@@ -1747,7 +1747,7 @@ int gh_tmgr_tensor_map(gh_tmgr_t* tm, gh_tensor_info_t* out, size_t cap, size_t*
   for (const gh_tensor_t* t = tm->live_head; t; t = t->next) n++;
   for (const gh_tensor_t* t = tm->pend_head; t; t = t->next) n++;
   /* All of them, sorted, then the first cap: the lowest addresses. */
-  gh_tensor_info_t* all = cap && n ? malloc(n * sizeof *all) : NULL;
+  gh_tensor_info_t* all = cap && n ? _gh_malloc(n * sizeof *all) : NULL;
   if (cap && n && !all) {
     pthread_mutex_unlock(&tm->mu);
     return _gh_error(GH_ERR_NOMEM, "gh_tmgr_tensor_map: %zu tensors", n);
@@ -1775,7 +1775,7 @@ int gh_tmgr_record_history(gh_tmgr_t* tm, size_t max_entries) {
   const size_t keep = tm->hist_n < max_entries ? tm->hist_n : max_entries;
   size_t alloc = keep > GH_TM_HIST_FIRST ? keep : GH_TM_HIST_FIRST;
   if (alloc > max_entries) alloc = max_entries;
-  gh_hist_entry_t* ring = alloc ? malloc(alloc * sizeof *ring) : NULL;
+  gh_hist_entry_t* ring = alloc ? _gh_malloc(alloc * sizeof *ring) : NULL;
   if (alloc && !ring) {
     pthread_mutex_unlock(&tm->mu);
     return _gh_error(GH_ERR_NOMEM, "gh_tmgr_record_history: %zu entries", alloc);
@@ -1944,7 +1944,7 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
     v = u.v0 + u.k;
     if (gh_tm_dev_busy(tm) + frames + u.k > low) continue;
     if (n == cap) {
-      gh_tm_unit_t* p = realloc(units, (cap = cap ? 2 * cap : 64) * sizeof *p);
+      gh_tm_unit_t* p = _gh_realloc(units, (cap = cap ? 2 * cap : 64) * sizeof *p);
       if (!p) break;
       units = p;
     }

@@ -316,7 +316,7 @@ void _gh_tm_pa_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pa) {
   }
   if (!tm->spares_off && tm->n_spare == tm->cap_spare) {
     const size_t cap = tm->cap_spare ? 2 * tm->cap_spare : 64;
-    gh_tm_pa_t* p = realloc(tm->spare, cap * sizeof *p);
+    gh_tm_pa_t* p = _gh_realloc(tm->spare, cap * sizeof *p);
     if (p) tm->spare = p, tm->cap_spare = cap;
   }
   if (tm->spares_off || tm->n_spare == tm->cap_spare) {
@@ -515,7 +515,7 @@ size_t _gh_tm_slab_find(const gh_tmgr_t* tm, unsigned kind, gh_tier_t tier, size
 int _gh_tm_cache_add(gh_tmgr_t* tm, size_t v0, size_t n, size_t ch) {
   if (tm->n_cache == tm->cap_cache) {
     const size_t cap = tm->cap_cache ? 2 * tm->cap_cache : 64;
-    gh_tm_crun_t* p = realloc(tm->cache, cap * sizeof *p);
+    gh_tm_crun_t* p = _gh_realloc(tm->cache, cap * sizeof *p);
     if (!p) return GH_ERR_NOMEM;
     tm->cache = p, tm->cap_cache = cap;
   }

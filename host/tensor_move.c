@@ -339,7 +339,7 @@ static size_t gh_tm_move_units(gh_tmgr_t* tm, const gh_tm_unit_t* u, size_t n, g
   const int mover = ordered && tm->mover_on && _gh_tm_mover_reserve(tm, n + 1) == GH_OK;
   size_t queued = 0;
   const int synced = _gh_tm_sset_sync(tm, &ss);
-  gh_tm_step_t* st = synced == GH_OK ? malloc(GH_TM_DEPTH * sizeof *st) : NULL;
+  gh_tm_step_t* st = synced == GH_OK ? _gh_malloc(GH_TM_DEPTH * sizeof *st) : NULL;
   if (!st) {
     gh_tm_move_failed(tm, synced != GH_OK ? synced : _gh_error(GH_ERR_NOMEM, "a move: out of memory"));
     free(users.s);
@@ -729,7 +729,7 @@ static gh_tm_cold_t* gh_tm_cold_units(gh_tmgr_t* tm, size_t* n) {
       v = u.v0 + u.k;
       if (!gh_tm_victim_ok(tm, u.v0) || tm->vf[u.v0].warm) continue;
       if (m == cap) {
-        gh_tm_cold_t* p = realloc(out, (cap = cap ? 2 * cap : 64) * sizeof *p);
+        gh_tm_cold_t* p = _gh_realloc(out, (cap = cap ? 2 * cap : 64) * sizeof *p);
         if (!p) goto done;  /* out of memory: the ones found so far */
         out = p;
       }
@@ -755,7 +755,7 @@ done:
  * evicted. */
 static size_t gh_tm_evict(gh_tmgr_t* tm, size_t want) {
   if (want == 0) return 0;
-  size_t* idx = malloc(want * (sizeof *idx + sizeof(gh_tm_unit_t)));
+  size_t* idx = _gh_malloc(want * (sizeof *idx + sizeof(gh_tm_unit_t)));
   if (!idx) return 0;
   gh_tm_unit_t* units = (gh_tm_unit_t*)(void*)(idx + want);
   size_t n = 0, frames = 0;
@@ -920,7 +920,7 @@ size_t _gh_tm_host_units(const gh_tmgr_t* tm, size_t v0, size_t n, gh_tm_unit_t*
 /* Bring the host units of vframes [v0, v0 + n) to the device (evicting
  * others, never these). GH_OK when all of them are on the device. */
 int _gh_tm_restore_range(gh_tmgr_t* tm, size_t v0, size_t n) {
-  gh_tm_unit_t* units = malloc(n * sizeof *units);
+  gh_tm_unit_t* units = _gh_malloc(n * sizeof *units);
   if (!units) return _gh_error(GH_ERR_NOMEM, "tensor manager: out of memory");
   size_t m = 0;
   const size_t nu = _gh_tm_host_units(tm, v0, n, units, &m);

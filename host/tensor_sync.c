@@ -24,7 +24,7 @@ int _gh_tm_stream_seen(gh_tmgr_t* tm, gh_stream_t s) {
   if (_gh_tm_sidx(tm, s) != SIZE_MAX) return GH_OK;
   if (tm->n_streams == tm->cap_streams) {
     const size_t cap = tm->cap_streams ? 2 * tm->cap_streams : 8;
-    gh_stream_t* p = realloc(tm->streams, cap * sizeof *p);
+    gh_stream_t* p = _gh_realloc(tm->streams, cap * sizeof *p);
     if (!p) return _gh_error(GH_ERR_NOMEM, "tensor manager: out of memory");
     tm->streams = p, tm->cap_streams = cap;
   }
@@ -46,7 +46,7 @@ static void gh_tm_sset_add(gh_tm_sset_t* ss, gh_stream_t s) {
     if (ss->s[i] == s) return;
   if (ss->n == ss->cap) {
     const size_t cap = ss->cap ? 2 * ss->cap : 8;
-    gh_stream_t* p = realloc(ss->s, cap * sizeof *p);
+    gh_stream_t* p = _gh_realloc(ss->s, cap * sizeof *p);
     if (!p) {  /* out of memory: fall back to every stream seen */
       ss->all = 1;
       return;
@@ -498,7 +498,7 @@ int _gh_tm_mover_reserve(gh_tmgr_t* tm, size_t n) {
   int rc = tm->mover_err ? tm->mover_err : GH_OK;
   if (rc == GH_OK && tm->jn + n > tm->jcap) {
     const size_t cap = tm->jn + n > 2 * tm->jcap ? tm->jn + n : 2 * tm->jcap;
-    gh_tm_job_t* p = realloc(tm->jobs, cap * sizeof *p);
+    gh_tm_job_t* p = _gh_realloc(tm->jobs, cap * sizeof *p);
     if (p) tm->jobs = p, tm->jcap = cap;
     else rc = GH_ERR_NOMEM;
   }

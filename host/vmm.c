@@ -204,7 +204,7 @@ static int vmm_table_reserve(vmm_table_t* t, size_t more) {
   if (need <= t->cap) return GH_OK;
   size_t cap = t->cap ? t->cap : 64;
   while (cap < need) cap *= 2;
-  vmm_slot_t* slots = (vmm_slot_t*)calloc(cap, sizeof *slots);
+  vmm_slot_t* slots = (vmm_slot_t*)_gh_calloc(cap, sizeof *slots);
   if (slots == NULL) return _gh_error(GH_ERR_NOMEM, "vmm: table of %zu slots", cap);
   vmm_table_t bigger = {slots, cap, 0};
   for (size_t i = 0; i < t->cap; i++)
@@ -319,7 +319,7 @@ static int vmm_open(gh_frames_t** out, int device, size_t va_bytes, uint8_t** ba
   VMM_CU_TRY(vmm_drv.cuDeviceGetAttribute(&vmm_ok, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev));
   if (!vmm_ok) return _gh_error(GH_ERR_UNSUPPORTED, "vmm: device %d lacks the virtual-memory API", device);
 
-  gh_frames_t* f = (gh_frames_t*)calloc(1, sizeof *f);
+  gh_frames_t* f = (gh_frames_t*)_gh_calloc(1, sizeof *f);
   if (f == NULL) return _gh_error(GH_ERR_NOMEM, "vmm: %zu bytes of host memory", sizeof *f);
   f->device = device;
   int err = GH_OK;
@@ -340,8 +340,8 @@ static int vmm_open(gh_frames_t** out, int device, size_t va_bytes, uint8_t** ba
     goto fail;
   }
   f->frames = (va_bytes + f->frame - 1) / f->frame;
-  f->mapped = (uint64_t*)calloc((f->frames + 63) / 64, sizeof(uint64_t));
-  f->head = (uint64_t*)calloc((f->frames + 63) / 64, sizeof(uint64_t));
+  f->mapped = (uint64_t*)_gh_calloc((f->frames + 63) / 64, sizeof(uint64_t));
+  f->head = (uint64_t*)_gh_calloc((f->frames + 63) / 64, sizeof(uint64_t));
   if (f->mapped == NULL || f->head == NULL) {
     err = _gh_error(GH_ERR_NOMEM, "vmm: bitmap of %zu frames", f->frames);
     goto fail;

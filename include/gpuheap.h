@@ -350,7 +350,8 @@ int gh_tensor_prefetch_room(gh_tmgr_t* tm, void* ptr, gh_stream_t stream, size_t
  * tensor's). Moves only a tensor with frames of its own (1 MiB or more) on
  * no more streams than the manager tracks, while no mover runs; otherwise
  * the advice alone. Best effort: frames the host budget cannot take stay.
- * GH_ERR_PINNED on a pinned tensor; other errors as gh_tensor_evict. */
+ * GH_ERR_PINNED on a pinned tensor; other errors as gh_tensor_evict (the
+ * quiet advice stays given: a move that failed may leave frames evicted). */
 int gh_tensor_evict_ahead(gh_tmgr_t* tm, void* ptr);
 
 /* Advice about a tensor's future use (gh_tensor_advise). */

@@ -19,6 +19,7 @@
 #include "gpuheap/types.h"
 #include "gpuheap/cpu.h"
 #include "../../host/frames_sim.h"
+#include "../../host/internal.h"
 #include "../../host/tensor_internal.h"
 #include "../test_util.h"
 
@@ -4420,6 +4421,240 @@ static void chunk_follows(void) {
   chunk_settles();
 }
 
+/* ------------------------------------------------------------ host allocations refused
+ * Every host allocation of the library may fail (_gh_fail_alloc refuses
+ * the nth from a point on). A manager's creation, then a scenario of
+ * allocations, moves, advice, budget changes, maps and the history, run
+ * once per allocation it makes with that one refused, and again with
+ * every one from it on refused. Each call answers GH_OK, GH_ERR_NOMEM or
+ * what it answers with nothing refused (never a sticky failure); after
+ * each, the accounts and statistics hold, the mapped tensors keep their
+ * bytes and the tensor map is the model's; at the end the history
+ * replays, and all is freed and given back (LeakSanitizer, in the
+ * sanitizers' build, finds what is not). */
+#define NM_SLOTS 7
+typedef struct nm_s {
+  gh_tmgr_t* tm;
+  ref_t r[NM_SLOTS];
+  int live[NM_SLOTS];
+  uint64_t nth;
+  int persist, step, nomem;
+} nm_t;
+static const gh_stream_t nm_s1 = (gh_stream_t)(uintptr_t)0x1000, nm_s2 = (gh_stream_t)(uintptr_t)0x2000;
+static uint32_t nm_refused_steps; /* the steps that answered GH_ERR_NOMEM in some run */
+
+/* The live slots as a model (into `t`, NM_SLOTS entries). */
+static model_t nm_model(nm_t* x, ref_t* t) {
+  model_t m = {.t = t, .cap = NM_SLOTS};
+  for (int i = 0; i < NM_SLOTS; i++)
+    if (x->live[i]) t[m.n++] = x->r[i], m.bytes += x->r[i].bytes;
+  return m;
+}
+
+static void nm_verify(nm_t* x, int rc, int budget_ok) {
+  _gh_fail_alloc_hold(1);
+  CHECK_MSG(rc == GH_OK || rc == GH_ERR_NOMEM || (budget_ok && rc == GH_ERR_BUDGET),
+            "nth %llu%s, step %d: %s (%s)", (unsigned long long)x->nth, x->persist ? " on" : "", x->step,
+            gh_err_name(rc), gh_last_error_detail());
+  x->nomem += rc == GH_ERR_NOMEM;
+  CHECK_MSG(_gh_tmgr_sticky(x->tm) == GH_OK, "nth %llu, step %d: %s", (unsigned long long)x->nth, x->step,
+            gh_last_error_detail());
+  for (int k = 0; k < 3; k++) CHECK(_gh_tmgr_sim_run(x->tm, streams[k]) == GH_OK);
+  for (int i = 0; i < NM_SLOTS; i++) {
+    int mapped = 0;
+    if (!x->live[i] || x->r[i].ahead) continue;
+    CHECK(_gh_tmgr_sim_mapped(x->tm, x->r[i].p, &mapped) == GH_OK);
+    CHECK_MSG(mapped || x->r[i].quiet, "nth %llu, step %d: slot %d unmapped", (unsigned long long)x->nth, x->step, i);
+    /* 4 KiB of every 256 KiB (each frame 8 times; the end checks all) */
+    for (size_t at = 0; mapped && at < x->r[i].bytes; at += 256 << 10) {
+      const size_t end = at + 4096 < x->r[i].bytes ? at + 4096 : x->r[i].bytes;
+      CHECK_MSG(pat_check(x->r[i].p, at, end, x->r[i].stamp) == SIZE_MAX, "nth %llu, step %d: slot %d damaged",
+                (unsigned long long)x->nth, x->step, i);
+    }
+  }
+  ref_t t[NM_SLOTS];
+  const model_t m = nm_model(x, t);
+  check_stats(x->tm, &m);
+  check_tensor_map(x->tm, &m);
+  _gh_fail_alloc_hold(0);
+}
+
+static int nm_alloc(nm_t* x, int i, size_t bytes, gh_kind_t kind, gh_stream_t s) {
+  if (x->live[i]) return GH_OK;
+  void* p = NULL;
+  const int rc = gh_tensor_alloc(x->tm, bytes, kind, s, &p);
+  if (rc != GH_OK) return rc;
+  CHECK(_gh_tmgr_sim_run(x->tm, s) == GH_OK); /* what s's kernels would wait for */
+  x->r[i] = (ref_t){.p = p, .bytes = bytes, .stamp = 0x6e6f6d656dull * 16 + (uint64_t)i, .kind = kind};
+  pat_fill(p, 0, bytes, x->r[i].stamp);
+  x->live[i] = 1;
+  return GH_OK;
+}
+
+/* A call on slot i's tensor, or GH_OK where it has none. */
+#define NM_ON(i, call) (x->live[i] ? (call) : GH_OK)
+#define NM_P(i) ((void*)x->r[i].p)
+
+/* One run of the scenario; its step count, or -1 when it ended with the
+ * nth allocation not reached. */
+static int nm_run(uint64_t nth, int persist) {
+  nm_t x0 = {.nth = nth, .persist = persist}, *x = &x0;
+  x->tm = make_tm(8, 32, 0, 2);
+  if (!x->tm) return -1;
+  CHECK(gh_tmgr_record_history(x->tm, 1000) == GH_OK);
+  _gh_fail_alloc(nth, persist);
+  for (x->step = 0; x->step < 30; x->step++) {
+    int rc = GH_OK, budget_ok = 0;
+    switch (x->step) {
+      case 0: rc = nm_alloc(x, 0, 1000, GH_KIND_WEIGHTS, nm_s1); break;
+      case 1: rc = nm_alloc(x, 1, 300 << 10, GH_KIND_ACTIVATIONS, nm_s1); break;
+      case 2: rc = nm_alloc(x, 2, 3 * MiB / 2, GH_KIND_ACTIVATIONS, nm_s1); break;
+      case 3: rc = nm_alloc(x, 3, 2 * MiB, GH_KIND_ACTIVATIONS, nm_s2); break;
+      case 4: rc = NM_ON(2, gh_tensor_advise(x->tm, NM_P(2), GH_ADVICE_COLD)); break;
+      case 5: rc = nm_alloc(x, 4, 3 * MiB, GH_KIND_ACTIVATIONS, nm_s1), budget_ok = 1; break; /* the budget fills */
+      case 6: rc = gh_tmgr_record_history(x->tm, 2000); break;
+      case 7: rc = NM_ON(3, gh_tensor_evict(x->tm, NM_P(3))); break;
+      case 8: rc = NM_ON(2, gh_tensor_prefetch(x->tm, NM_P(2), nm_s1)), budget_ok = 1; break;
+      case 9:
+        rc = NM_ON(1, gh_tensor_advise(x->tm, NM_P(1), GH_ADVICE_QUIET));
+        if (rc == GH_OK && x->live[1]) x->r[1].quiet = 1;
+        break;
+      case 10:
+        rc = NM_ON(4, gh_tensor_evict_ahead(x->tm, NM_P(4)));
+        if (x->live[4]) x->r[4].quiet = 1; /* (advised, whatever the move's answer) */
+        break;
+      case 11:
+        rc = NM_ON(3, gh_tensor_prefetch_ahead(x->tm, NM_P(3), nm_s1)), budget_ok = 1;
+        if (rc == GH_OK && x->live[3]) x->r[3].ahead = 1;
+        break;
+      case 12:
+        rc = NM_ON(3, gh_tensor_prefetch(x->tm, NM_P(3), nm_s1)), budget_ok = 1;
+        if (x->live[3] && rc != GH_ERR_NOMEM) x->r[3].ahead = 0; /* (a prefetch with no room ends it too) */
+        break;
+      case 13:
+        rc = NM_ON(0, gh_tensor_pin(x->tm, NM_P(0))), budget_ok = 1;
+        if (rc == GH_OK && x->live[0]) rc = gh_tensor_unpin(x->tm, NM_P(0));
+        break;
+      case 14: rc = NM_ON(4, gh_tensor_record_stream(x->tm, NM_P(4), nm_s2)); break;
+      case 15:
+        rc = NM_ON(4, gh_tensor_free(x->tm, NM_P(4), nm_s1));
+        if (rc == GH_OK) x->live[4] = 0;
+        break;
+      case 16: {
+        void* two[2];
+        size_t n = 0;
+        if (x->live[1]) two[n++] = NM_P(1);
+        if (x->live[2]) two[n++] = NM_P(2);
+        rc = n ? gh_tensor_prefetch_many(x->tm, two, n, nm_s2) : GH_OK, budget_ok = 1;
+        if (rc == GH_OK) x->r[1].quiet = 0;
+        break;
+      }
+      case 17: {
+        gh_frame_info_t fi[64];
+        size_t n = 0;
+        rc = gh_tmgr_frame_map(x->tm, fi, 64, &n);
+        break;
+      }
+      case 18: rc = gh_tmgr_set_device_budget(x->tm, 4 * MiB), budget_ok = 1; break;
+      case 19: rc = gh_tmgr_set_device_budget(x->tm, 8 * MiB); break;
+      case 20: rc = nm_alloc(x, 5, MiB, GH_KIND_OPTIMIZER, nm_s2), budget_ok = 1; break;
+      case 21:
+        rc = NM_ON(1, gh_tensor_free(x->tm, NM_P(1), nm_s2));
+        if (rc == GH_OK) x->live[1] = 0;
+        break;
+      case 22: rc = NM_ON(3, gh_tensor_prefetch_room(x->tm, NM_P(3), nm_s1, 0)), budget_ok = 1; break;
+      case 23: rc = gh_tmgr_maintain(x->tm); break;
+      case 24: rc = gh_tmgr_empty_cache(x->tm); break;
+      case 25: rc = nm_alloc(x, 6, 5 * MiB, GH_KIND_ACTIVATIONS, nm_s1), budget_ok = 1; break; /* a run, evicting */
+      case 26: {
+        gh_tensor_info_t ti[NM_SLOTS + 4];
+        size_t n = 0;
+        rc = gh_tmgr_tensor_map(x->tm, ti, NM_SLOTS + 4, &n);
+        break;
+      }
+      case 27:
+        rc = NM_ON(2, gh_tensor_free(x->tm, NM_P(2), nm_s1));
+        if (rc == GH_OK) x->live[2] = 0;
+        break;
+      case 28:
+        rc = NM_ON(5, gh_tensor_set_kind(x->tm, NM_P(5), GH_KIND_WORKSPACE));
+        if (rc == GH_OK) x->r[5].kind = GH_KIND_WORKSPACE;
+        break;
+      default: rc = NM_ON(6, gh_tensor_evict(x->tm, NM_P(6))); break;
+    }
+    if (nth == 0) CHECK_MSG(rc == GH_OK, "step %d: %s", x->step, gh_err_name(rc)); /* nothing refused */
+    if (rc == GH_ERR_NOMEM) nm_refused_steps |= 1u << x->step;
+    nm_verify(x, rc, budget_ok);
+  }
+  const uint64_t refused = _gh_failed_allocs();
+  _gh_fail_alloc(0, 0);
+  CHECK_MSG(refused == 0 || x->nomem > 0 || !persist, "nth %llu on: %llu refused, no call said so",
+            (unsigned long long)nth, (unsigned long long)refused);
+  gh_tmgr_stats_t st;
+  CHECK(gh_tmgr_stats(x->tm, &st) == GH_OK);
+  if (nth == 0) CHECK(st.evictions > 0 && st.restores > 0); /* the scenario moves */
+  ref_t t[NM_SLOTS];
+  model_t m = nm_model(x, t);
+  check_history(x->tm, &m, st.oom_events);
+  for (size_t i = 0; i < m.n; i++) m.t[i].ahead = m.t[i].ahead || m.t[i].quiet; /* (drain's ref_use prefetches both) */
+  drain_and_destroy(x->tm, &m);
+  return refused ? x->step : -1;
+}
+
+/* gh_tmgr_create with its nth allocation refused: GH_ERR_NOMEM, no
+ * manager, nothing of the provider's left; 1 when it was reached. */
+static int nm_create(uint64_t nth, int heap) {
+  gh_tmgr_options_t o;
+  gh_tmgr_options_init(&o);
+  o.backend = GH_BACKEND_SIM;
+  o.device_budget = 64 * MiB, o.host_budget = 64 * MiB, o.host_pool_frames = 0;
+  if (heap) o.heap_bytes = 8 * MiB, o.heap_max_bytes = 32 * MiB;
+  gh_tmgr_t* tm = (gh_tmgr_t*)1;
+  _gh_fail_alloc(nth, 0);
+  const int rc = gh_tmgr_create(&tm, &o);
+  const uint64_t refused = _gh_failed_allocs();
+  _gh_fail_alloc(0, 0);
+  if (!refused) {
+    CHECK(rc == GH_OK && tm != NULL);
+    if (rc == GH_OK) CHECK(gh_tmgr_destroy(tm) == GH_OK);
+  } else {
+    CHECK_MSG(rc == GH_ERR_NOMEM, "create, allocation %llu refused: %s", (unsigned long long)nth, gh_err_name(rc));
+    CHECK(rc == GH_OK || tm == NULL);
+    if (rc == GH_OK && tm) gh_tmgr_destroy(tm);
+  }
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  return refused != 0;
+}
+
+static void nomem_sweep(void) {
+  for (int heap = 0; heap < 2; heap++) {
+    uint64_t nth = 1;
+    while (nth < 200 && nm_create(nth, heap)) nth++;
+    CHECK(nth > 3 && nth < 200);
+    printf("host allocations refused: creation%s, %llu allocations\n", heap ? " with a heap" : "",
+           (unsigned long long)nth - 1);
+  }
+  CHECK(nm_run(0, 0) == -1);
+  const uint64_t stride = gh_test_scale() < 1 ? 3 : 1;
+  for (int persist = 0; persist < 2; persist++) {
+    uint64_t nth = 1, runs = 0;
+    while (nth < 5000 && nm_run(nth, persist) >= 0) runs++, nth += nth < 8 ? 1 : stride;
+    CHECK_MSG(runs > 20 && nth < 5000, "%llu runs", (unsigned long long)runs);
+    printf("host allocations refused: the scenario, %s: %llu runs (n up to %llu)\n",
+           persist ? "the nth and every later one" : "the nth", (unsigned long long)runs, (unsigned long long)nth - 1);
+  }
+  /* Among the calls that said so: allocations (a tensor's own, a run, one
+   * that evicts), an eviction, prefetches (one, ahead, many, where there is
+   * room), a lower budget, the history's ring, the tensor map. Frees,
+   * advice and the frame map allocate nothing: they never did. */
+  static const int must[] = {0, 2, 5, 6, 7, 8, 11, 16, 18, 22, 25, 26};
+  for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+    CHECK_MSG(nm_refused_steps >> must[i] & 1, "step %d never answered GH_ERR_NOMEM", must[i]);
+  for (int step = 0; step < 30; step++)
+    if (step == 15 || step == 21 || step == 27) CHECK(!(nm_refused_steps >> step & 1));
+  printf("host allocations refused: steps answering GH_ERR_NOMEM %#x\n", nm_refused_steps);
+}
+
 int main(int argc, char** argv) {
   const double scale = gh_test_scale();
   size_t ops = (size_t)(1500 * scale);
@@ -4454,6 +4689,7 @@ int main(int argc, char** argv) {
   restore_stream();
   move_copy_fails();
   fault_sweep();
+  nomem_sweep();
   managed_heap();
   heap_threads(100000);
   held_copies();
