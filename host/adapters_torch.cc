@@ -66,7 +66,10 @@
 #include <link.h>
 
 #include <atomic>
+#include <cstdarg>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
 #include <functional>
@@ -94,6 +97,30 @@ class gh_alloc_error final : public std::bad_alloc {
 };
 
 /* ---------------------------------------------------------------- graph pools */
+
+/* GPUHEAP_POOL_LOG=1: each graph pool event as a line on stderr (blocks
+ * made, given again, freed, record_stream'ed, adopted and given up; begins,
+ * ends and releases), for finding which allocation took memory a graph
+ * still uses. Off by default. */
+bool gh_pool_logging() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPUHEAP_POOL_LOG");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return on;
+}
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void gh_pool_log(const char* fmt, ...) {
+  if (!gh_pool_logging()) return;
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::fprintf(stderr, "gpuheap pool: %s\n", line);
+}
 
 struct gh_block {
   size_t size;          /* bytes asked for when it was made */
@@ -219,6 +246,8 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
       b.freed = false;
       b.held = true;
       pool.reusable.erase(r);
+      gh_pool_log("again %p %zu (block %zu) stream %p pool %llu,%llu", *out, want, b.size, stream,
+                  (unsigned long long)id.first, (unsigned long long)id.second);
       return GH_OK;
     }
   }
@@ -230,6 +259,8 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
   P.n_blocks.store(P.blocks.size(), std::memory_order_release);
   P.pools[id].blocks++;
   *out = p;
+  gh_pool_log("new %p %zu stream %p pool %llu,%llu", p, want, stream, (unsigned long long)id.first,
+              (unsigned long long)id.second);
   return GH_OK;
 }
 
@@ -247,6 +278,7 @@ bool gh_pool_free(void* ptr) {
       return true;
     }
     it->second.held = false;
+    gh_pool_log("free %p%s", ptr, it->second.adopted ? " (adopted: kept)" : it->second.shared ? " (shared)" : "");
     if (!it->second.adopted) retired = gh_block_done(P, it);  /* else its storage keeps it */
   }
   if (retired) gh_give_back_retired();
@@ -268,6 +300,8 @@ extern "C" void* gh_torch_alloc_or_throw(ptrdiff_t size, int device, gh_stream_t
   if (!served) {
     err = _gh_torch_alloc(size, device, stream, &p);
     if (err == GH_ERR_BUDGET && gh_give_back_retired() > 0) err = _gh_torch_alloc(size, device, stream, &p);
+    if (err == GH_OK && size > 0 && P.active.load(std::memory_order_acquire) > 0)
+      gh_pool_log("plain %p %zd stream %p (a pool is allocating: not this stream's)", p, (ssize_t)size, stream);
   }
   if (err == GH_OK) return p;
   std::string what = err == GH_ERR_BUDGET ? "gpuheap: out of memory" : std::string("gpuheap: ") + gh_err_name(err);
@@ -292,6 +326,7 @@ extern "C" void gh_torch_record_stream(void* ptr, gh_stream_t stream) {
     auto it = P.blocks.find(ptr);
     if (it != P.blocks.end()) {
       if (stream != it->second.stream) it->second.shared = true;
+      gh_pool_log("record_stream %p stream %p%s", ptr, stream, it->second.shared ? " (shared)" : "");
       return;
     }
   }
@@ -323,6 +358,8 @@ extern "C" void gh_torch_begin_allocate_to_pool(int device, gh_mempool_id id, gh
   pool.released = false;
   pool.filters.push_back(std::move(filter));
   P.active.fetch_add(1, std::memory_order_acq_rel);
+  gh_pool_log("begin pool %llu,%llu (active %d, uses %d)", (unsigned long long)id.first, (unsigned long long)id.second,
+              pool.active, pool.uses);
 }
 
 extern "C" void gh_torch_end_allocate_to_pool(int device, gh_mempool_id id) {
@@ -336,6 +373,8 @@ extern "C" void gh_torch_end_allocate_to_pool(int device, gh_mempool_id id) {
     pool.active--;
     pool.filters.erase(pool.filters.begin());
     P.active.fetch_sub(1, std::memory_order_acq_rel);
+    gh_pool_log("end pool %llu,%llu (active %d)", (unsigned long long)id.first, (unsigned long long)id.second,
+                pool.active);
   }
   gh_tmgr_t* tm = gh_tmgr_global();
   if (tm) _gh_tmgr_capture_scope(tm, -1);
@@ -348,6 +387,8 @@ extern "C" void gh_torch_release_pool(int device, gh_mempool_id id) {
     std::lock_guard<std::mutex> g(P.mu);
     auto pit = P.pools.find(id);
     if (pit == P.pools.end()) return;
+    gh_pool_log("release pool %llu,%llu (uses %d)", (unsigned long long)id.first, (unsigned long long)id.second,
+                pit->second.uses);
     if (pit->second.uses > 1) {  /* another graph (or warm-up) still uses it */
       pit->second.uses--;
       return;
@@ -427,11 +468,13 @@ extern "C" int gh_torch_pool_adopt(unsigned long long id0, unsigned long long id
       if (it->second.pool == id && it->second.adopted && !named.count(it->first)) done.push_back(it);
     for (auto it : done) {
       it->second.adopted = false;
+      gh_pool_log("adopt: %p given up%s", it->first, it->second.held ? " (held)" : "");
       if (!it->second.held) retired |= gh_block_done(P, it);
     }
     pit = P.pools.find(id);
     for (size_t i = 0; i < n; i++) {
       gh_block& b = P.blocks[(void*)ptrs[i]];
+      gh_pool_log("adopt: %p (%s)", (void*)ptrs[i], b.freed ? "freed" : b.adopted ? "adopted" : b.held ? "held" : "?");
       if (b.freed) {
         if (pit != P.pools.end() && !b.shared) gh_unreuse(pit->second, b, (void*)ptrs[i]);
         b.freed = false;
@@ -452,6 +495,7 @@ extern "C" int gh_torch_pool_unadopt(const void* ptr) {
     if (it == P.blocks.end() || !it->second.adopted)
       return _gh_error(GH_ERR_INVAL, "gh_torch_pool_unadopt: %p is not an adopted block of a graph pool", ptr);
     it->second.adopted = false;
+    gh_pool_log("unadopt %p%s", ptr, it->second.held ? " (held)" : "");
     if (!it->second.held) retired = gh_block_done(P, it);
   }
   if (retired) gh_give_back_retired();
