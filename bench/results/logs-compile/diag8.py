@@ -12,7 +12,11 @@ event, and the six torch._C functions graph trees call are wrapped to
 log their calls, so that the log says which allocation took the memory.
 Lines go to stderr in order; a summary line a step to stdout.
 
-    GPUHEAP_POOL_LOG=1 GPUHEAP_LIBRARY=... PYTHONPATH=python python3 diag8.py gpuheap|torch
+Run 9: --plain leaves the saved tensors alone (run 8's references to
+them made both allocators run as they did not in run 7), and logs the
+adopted blocks after the second function instead.
+
+    GPUHEAP_POOL_LOG=1 GPUHEAP_LIBRARY=... PYTHONPATH=python python3 diag8.py gpuheap|torch [--plain]
 """
 import json
 import sys
@@ -44,6 +48,7 @@ def _saved(loss):
 
 def main():
     alloc = sys.argv[1]
+    plain = "--plain" in sys.argv[2:]
     torch, _ = probe._setup(alloc)
     state = None
     if alloc == "gpuheap":
@@ -78,7 +83,7 @@ def main():
             t = torch.randint(0, 10, (512,), device="cuda", generator=g)
             log(f"STEP {step} forward")
             loss = torch.nn.functional.cross_entropy(cm(x), t)
-            saved = _saved(loss)
+            saved = [] if plain else _saved(loss)
             copies = [s.detach().clone() for s in saved]
             desc = [(hex(s.data_ptr()), s.untyped_storage().nbytes(), tuple(s.shape), str(s.dtype).split(".")[-1],
                      state(s.data_ptr()) if state else None) for s in saved]
@@ -90,6 +95,11 @@ def main():
                     float(cm2(x + step).double().sum().item())
                 torch.cuda.synchronize()
                 changed["after_cm2"] = [int((s != c).sum().item()) for s, c in zip(saved, copies)]
+                if alloc == "gpuheap":
+                    import gpuheap.torch as ght
+                    ad = ght._GraphTrees.installed.adopted
+                    changed["adopted"] = sorted(hex(p) for p in ad)
+                    log(f"STEP {step} adopted", changed["adopted"])
             log(f"STEP {step} backward")
             changed["before_bwd"] = [int((s != c).sum().item()) for s, c in zip(saved, copies)]
             loss.backward()
