@@ -32,9 +32,18 @@
  *     the device (no eviction may copy memory a replay uses), ready for
  *     any stream;
  *   - keeps a block PyTorch frees, and gives it again to a later
- *     allocation of the same stream in a capture into the pool (a size from
- *     the request to a quarter more): within one stream the graph keeps the
- *     capture's order, as PyTorch's own private pools assume. A block
+ *     allocation of the same stream (a size from the request to a quarter
+ *     more) in the same capture only: within one stream the graph keeps
+ *     the capture's order. A block a capture used (made or given in it,
+ *     freed in it, or held by the program while it ran: the trees' input
+ *     copies) belongs to that capture's graph, which writes it at every
+ *     replay, so no other capture and no warm-up gets it, though PyTorch's
+ *     own pools share such memory between the graphs of a pool and rely on
+ *     CUDA graph trees to know when a graph's outputs are dead (they did
+ *     not, once: bench/results/logs-compile/ run 9, where another
+ *     function's recording took the memory of a replayed forward's saved
+ *     input and the backward read the other graph's output there).
+ *     Blocks only warm-ups used are given to anything of the pool. A block
  *     record_stream'ed on another stream is kept and never given again;
  *   - at its release, gives its freed blocks back to the manager after a
  *     wait for the device (_gh_torch_pool_give_back), and the rest as
@@ -130,11 +139,19 @@ struct gh_block {
   bool adopted;         /* held by a storage PyTorch made without a deleter (gh_torch_pool_adopt) */
   bool freed;           /* neither: kept by its pool (for reuse unless shared) */
   bool shared;          /* record_stream'ed on another stream: never given again */
+  uint64_t owner;       /* the capture whose graph uses it (its serial), 0 none: given again only in it */
+};
+
+/* One begin of a pool: its filter, a serial, whether a capture was seen. */
+struct gh_begin {
+  gh_capture_filter filter;
+  uint64_t serial;
+  bool captured;
 };
 
 struct gh_pool {
   int active = 0;                            /* captures allocating to it now */
-  std::vector<gh_capture_filter> filters;    /* theirs, oldest first */
+  std::vector<gh_begin> begins;              /* theirs, oldest first */
   std::multimap<std::pair<uintptr_t, size_t>, void*> reusable; /* (stream, size) -> freed block */
   size_t blocks = 0;                         /* blocks it owns, freed or not */
   int uses = 0;                              /* begins not yet released (PyTorch's use count: a graph's
@@ -150,6 +167,7 @@ struct gh_pools {
   std::atomic<int> active{0};                /* captures underway (begin without end) */
   std::atomic<size_t> n_blocks{0};           /* blocks.size() */
   std::atomic<size_t> n_retired{0};          /* retired.size() */
+  uint64_t serial = 0;                       /* of the last begin */
 };
 
 /* Never destroyed: PyTorch may free tensors after static destructors ran. */
@@ -203,8 +221,29 @@ bool gh_block_done(gh_pools& P, std::unordered_map<void*, gh_block>::iterator it
     return true;
   }
   b.freed = true;
-  if (!b.shared) pit->second.reusable.insert({{(uintptr_t)b.stream, b.size}, it->first});
+  bool open = b.owner == 0;
+  for (const auto& g : pit->second.begins) open = open || g.serial == b.owner;
+  if (!b.shared && open) pit->second.reusable.insert({{(uintptr_t)b.stream, b.size}, it->first});
   return false;
+}
+
+/* Under P.mu: begin g of pool `id` has seen its capture: the pool's blocks
+ * that no graph owns and the program holds now become its graph's (its
+ * input copies among them: the graph reads them at every replay). */
+void gh_capture_seen(gh_pools& P, const gh_mempool_id& id, gh_begin& g) {
+  if (g.captured) return;
+  g.captured = true;
+  for (auto& kv : P.blocks)
+    if (kv.second.pool == id && kv.second.owner == 0 && (kv.second.held || kv.second.adopted)) kv.second.owner = g.serial;
+}
+
+/* Whether `stream` is capturing a graph now (as if it were, when the
+ * question fails: ownership is the safe side). */
+bool gh_stream_capturing(gh_stream_t stream) {
+  gh_tmgr_t* tm = gh_tmgr_global();
+  int capturing = 1;
+  if (!tm || _gh_tmgr_stream_capturing(tm, stream, &capturing) != GH_OK) return true;
+  return capturing != 0;
 }
 
 /* Under P.mu: freed block p taken out of its pool's reusable ones. */
@@ -222,29 +261,42 @@ void gh_unreuse(gh_pool& pool, const gh_block& b, void* p) {
 int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, void** out) {
   gh_pools& P = gh_pools_get();
   const size_t want = (size_t)size;
+  const bool capturing = gh_stream_capturing(stream);
   gh_mempool_id id{};
+  uint64_t owner = 0;
   {
     std::lock_guard<std::mutex> g(P.mu);
     auto pit = P.pools.begin();
-    for (; pit != P.pools.end(); ++pit) {
-      bool mine = false;
-      for (const auto& f : pit->second.filters)
-        if (f && f(stream)) {
-          mine = true;
+    gh_begin* mine = nullptr;
+    for (; pit != P.pools.end() && !mine; ++pit) {
+      for (auto& b : pit->second.begins)
+        if (b.filter && b.filter(stream)) {
+          mine = &b;
           break;
         }
       if (mine) break;
     }
-    if (pit == P.pools.end()) return GH_OK;  /* not a pool's: the plain path */
+    if (!mine) return GH_OK;  /* not a pool's: the plain path */
     *served = true;
     id = pit->first;
     gh_pool& pool = pit->second;
+    if (capturing) {
+      gh_capture_seen(P, id, *mine);
+      owner = mine->serial;
+    }
+    /* A freed block of this stream and size that no graph owns, or this
+     * capture's own. */
     auto r = pool.reusable.lower_bound({(uintptr_t)stream, want});
+    for (; r != pool.reusable.end() && r->first.first == (uintptr_t)stream && r->first.second - want <= want / 4; ++r) {
+      const uint64_t o = P.blocks[r->second].owner;
+      if (o == 0 || (capturing && o == owner)) break;
+    }
     if (r != pool.reusable.end() && r->first.first == (uintptr_t)stream && r->first.second - want <= want / 4) {
       *out = r->second;
       gh_block& b = P.blocks[r->second];
       b.freed = false;
       b.held = true;
+      if (capturing) b.owner = owner;
       pool.reusable.erase(r);
       gh_pool_log("again %p %zu (block %zu) stream %p pool %llu,%llu", *out, want, b.size, stream,
                   (unsigned long long)id.first, (unsigned long long)id.second);
@@ -255,20 +307,21 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
   const int rc = _gh_torch_pool_block(size, device, &p);
   if (rc != GH_OK) return rc;
   std::lock_guard<std::mutex> g(P.mu);
-  P.blocks[p] = gh_block{want, stream, id, true, false, false, false};
+  P.blocks[p] = gh_block{want, stream, id, true, false, false, false, owner};
   P.n_blocks.store(P.blocks.size(), std::memory_order_release);
   P.pools[id].blocks++;
   *out = p;
-  gh_pool_log("new %p %zu stream %p pool %llu,%llu", p, want, stream, (unsigned long long)id.first,
-              (unsigned long long)id.second);
+  gh_pool_log("new %p %zu stream %p pool %llu,%llu owner %llu", p, want, stream, (unsigned long long)id.first,
+              (unsigned long long)id.second, (unsigned long long)owner);
   return GH_OK;
 }
 
 /* A pool's block freed by PyTorch: kept, or retired once its pool is
  * released. false for memory of no pool. */
-bool gh_pool_free(void* ptr) {
+bool gh_pool_free(void* ptr, gh_stream_t stream) {
   gh_pools& P = gh_pools_get();
   bool retired = false;
+  const bool capturing = P.active.load(std::memory_order_acquire) > 0 && gh_stream_capturing(stream);
   {
     std::lock_guard<std::mutex> g(P.mu);
     auto it = P.blocks.find(ptr);
@@ -278,6 +331,16 @@ bool gh_pool_free(void* ptr) {
       return true;
     }
     it->second.held = false;
+    /* Freed in a capture of its pool: used by that graph (read before the
+     * free, at every replay). */
+    auto pit = P.pools.find(it->second.pool);
+    if (capturing && pit != P.pools.end())
+      for (auto& b : pit->second.begins)
+        if (b.filter && b.filter(stream)) {
+          gh_capture_seen(P, it->second.pool, b);
+          if (it->second.owner == 0) it->second.owner = b.serial;
+          break;
+        }
     gh_pool_log("free %p%s", ptr, it->second.adopted ? " (adopted: kept)" : it->second.shared ? " (shared)" : "");
     if (!it->second.adopted) retired = gh_block_done(P, it);  /* else its storage keeps it */
   }
@@ -314,7 +377,7 @@ extern "C" void* gh_torch_alloc_or_throw(ptrdiff_t size, int device, gh_stream_t
 extern "C" void gh_torch_free(void* ptr, ptrdiff_t size, int device, gh_stream_t stream) {
   (void)size, (void)device;
   if (!ptr) return;
-  if (gh_pools_get().n_blocks.load(std::memory_order_acquire) > 0 && gh_pool_free(ptr)) return;
+  if (gh_pools_get().n_blocks.load(std::memory_order_acquire) > 0 && gh_pool_free(ptr, stream)) return;
   _gh_torch_free(ptr, stream);
 }
 
@@ -356,7 +419,7 @@ extern "C" void gh_torch_begin_allocate_to_pool(int device, gh_mempool_id id, gh
   pool.active++;
   pool.uses++;
   pool.released = false;
-  pool.filters.push_back(std::move(filter));
+  pool.begins.push_back(gh_begin{std::move(filter), ++P.serial, false});
   P.active.fetch_add(1, std::memory_order_acq_rel);
   gh_pool_log("begin pool %llu,%llu (active %d, uses %d)", (unsigned long long)id.first, (unsigned long long)id.second,
               pool.active, pool.uses);
@@ -371,7 +434,17 @@ extern "C" void gh_torch_end_allocate_to_pool(int device, gh_mempool_id id) {
     if (pit == P.pools.end() || pit->second.active == 0) return;  /* begun for another device */
     gh_pool& pool = pit->second;
     pool.active--;
-    pool.filters.erase(pool.filters.begin());
+    /* A capture's end: what the program holds now (outputs) is its graph's
+     * too; its freed blocks are given to nothing more. */
+    gh_begin done = std::move(pool.begins.front());
+    pool.begins.erase(pool.begins.begin());
+    if (done.captured) {
+      for (auto& kv : P.blocks)
+        if (kv.second.pool == id && kv.second.owner == 0 && (kv.second.held || kv.second.adopted))
+          kv.second.owner = done.serial;
+      for (auto r = pool.reusable.begin(); r != pool.reusable.end();)
+        r = P.blocks[r->second].owner == done.serial ? pool.reusable.erase(r) : std::next(r);
+    }
     P.active.fetch_sub(1, std::memory_order_acq_rel);
     gh_pool_log("end pool %llu,%llu (active %d)", (unsigned long long)id.first, (unsigned long long)id.second,
                 pool.active);

@@ -19,7 +19,10 @@
  *     whose wait for the device fails keeps them; a pool block freed twice
  *     is reported, not freed again;
  *   - a pool shared by two graphs and a warm-up (no capture) stays until
- *     its last use is released (PyTorch's use count);
+ *     its last use is released (PyTorch's use count); a block a capture
+ *     used is given again in that capture only, never to another graph's
+ *     capture or a warm-up, and neither is a block the program held while
+ *     a capture ran (the trees' input copies); a warm-up's blocks are;
  *   - CUDA graph trees' checkpoint restore: blocks adopted (kept from reuse),
  *     given up (reused), listed; adopting a foreign block refused; a block
  *     held and adopted freed once both let it go; an adopted block outlives
@@ -138,33 +141,39 @@ static void shared_pool_and_adoption() {
   void* p1 = alloc(2 * MiB, CAP);
   void* p2 = alloc(2 * MiB, CAP);
   gh_torch_free(p2, 2 * MiB, 0, CAP);            /* graph 1's temporary */
+  void* p2b = alloc(2 * MiB, CAP);
+  CHECK(p2b == p2);                              /* given again in its capture: same stream and size */
+  gh_torch_free(p2b, 2 * MiB, 0, CAP);
   capture_end(gs);
   capture_begin(gs, cap_filter());               /* graph 2, the same pool */
   void* p3 = alloc(2 * MiB, CAP);
-  CHECK(p3 == p2);                               /* the pool's freed block, same stream and size */
+  CHECK(p3 != p2 && p3 != p1 && p3 != nullptr);  /* graph 1's memory: graph 1 writes it at every replay */
   capture_end(gs);
-  gh_torch_free(p3, 2 * MiB, 0, CAP);
+  gh_torch_free(p3, 2 * MiB, 0, CAP);            /* graph 2's output, dropped: still graph 2's */
   /* A warm-up: the pool serves the thread's allocations, no capture underway. */
   gh_torch_begin_allocate_to_pool(0, gs, [](gh_stream_t s) { return s == CAP; });
   void* w = alloc(2 * MiB, CAP);
-  CHECK(w == p2);
+  CHECK(w != p2 && w != p3 && w != nullptr);     /* no graph's memory to a warm-up either */
   gh_torch_free(w, 2 * MiB, 0, CAP);
+  void* w2 = alloc(2 * MiB, CAP);
+  CHECK(w2 == w);                                /* a warm-up's own block: given again */
+  gh_torch_free(w2, 2 * MiB, 0, CAP);
   gh_torch_end_allocate_to_pool(0, gs);
   gh_torch_release_pool(0, gs);                  /* the warm-up's use: the graphs still hold the pool */
   counts k = pool_counts();
-  CHECK(k.blocks == 2 && k.retired == 0);
+  CHECK(k.blocks == 4 && k.retired == 0);
   CHECK(block_state(p2) == GH_POOL_BLOCK_FREED && block_state(p1) == GH_POOL_BLOCK_LIVE);
-  gh_torch_release_pool(0, gs);                  /* graph 1 goes: graph 2 still replays p2 */
-  CHECK(pool_counts().blocks == 2 && block_state(p2) == GH_POOL_BLOCK_FREED);
-  CHECK(stats().pinned_tensors >= 2);
+  gh_torch_release_pool(0, gs);                  /* graph 1 goes: graph 2 still replays p3 */
+  CHECK(pool_counts().blocks == 4 && block_state(p2) == GH_POOL_BLOCK_FREED);
+  CHECK(stats().pinned_tensors >= 4);
 
   /* The listing. */
-  uintptr_t ptrs[4] = {};
-  int states[4] = {};
-  CHECK(gh_torch_pool_blocks(11, 0, ptrs, states, 4) == 2);
-  CHECK(gh_torch_pool_blocks(11, 0, nullptr, nullptr, 0) == 2);
-  CHECK(gh_torch_pool_blocks(12, 0, ptrs, states, 4) == 0);
-  for (int i = 0; i < 2; i++)
+  uintptr_t ptrs[8] = {};
+  int states[8] = {};
+  CHECK(gh_torch_pool_blocks(11, 0, ptrs, states, 8) == 4);
+  CHECK(gh_torch_pool_blocks(11, 0, nullptr, nullptr, 0) == 4);
+  CHECK(gh_torch_pool_blocks(12, 0, ptrs, states, 8) == 0);
+  for (int i = 0; i < 4; i++)
     CHECK(states[i] == ((void*)ptrs[i] == p1 ? GH_POOL_BLOCK_LIVE : GH_POOL_BLOCK_FREED));
 
   /* Adoption: a replay's output over p2, held by a storage without a deleter. */
@@ -177,7 +186,7 @@ static void shared_pool_and_adoption() {
   CHECK(block_state(p2) == GH_POOL_BLOCK_ADOPTED);
   capture_begin(gs, cap_filter());               /* a new recording: p2 is not given */
   void* p4 = alloc(2 * MiB, CAP);
-  CHECK(p4 != p2 && p4 != nullptr);
+  CHECK(p4 == w);                                /* (the warm-up's block) */
   gh_torch_free(p4, 2 * MiB, 0, CAP);
   capture_end(gs);
   CHECK(gh_torch_pool_adopt(11, 0, &out, 1) == GH_OK);                 /* again: stays adopted */
@@ -186,7 +195,7 @@ static void shared_pool_and_adoption() {
   CHECK(block_state(p2) == GH_POOL_BLOCK_FREED);
   capture_begin(gs, cap_filter());
   void* p5 = alloc(2 * MiB, CAP);
-  CHECK(p5 == p2 || p5 == p4);                   /* a freed block of the pool again */
+  CHECK(p5 != p2 && p5 != p4 && p5 != p3 && p5 != nullptr);  /* each freed block is a graph's now */
   gh_torch_free(p5, 2 * MiB, 0, CAP);
   capture_end(gs);
   CHECK(gh_torch_pool_unadopt(p2) == GH_ERR_INVAL);                    /* not adopted */
@@ -209,7 +218,7 @@ static void shared_pool_and_adoption() {
   /* An adopted block outlives the pool's release, then goes back. */
   CHECK(gh_torch_pool_adopt(11, 0, &out, 1) == GH_OK);
   for (int i = 0; i < 2; i++) gh_torch_release_pool(0, gs); /* the recordings of p4 and p5 */
-  CHECK(pool_counts().blocks == 3);              /* graph 2 still holds the pool: p1, p4 kept */
+  CHECK(pool_counts().blocks == 5);              /* graph 2 still holds the pool: p1-p5 kept (p4 is w) */
   gh_torch_release_pool(0, gs);                  /* graph 2 goes */
   k = pool_counts();
   std::printf("pool 11 released: %zu blocks (p2 adopted)\n", k.blocks);
@@ -217,6 +226,56 @@ static void shared_pool_and_adoption() {
   CHECK(gh_torch_pool_unadopt(p2) == GH_OK);     /* back to the manager at once, the pool with it */
   k = pool_counts();
   CHECK(block_state(p2) == -1 && k.pools == 0 && k.blocks == 0 && k.retired == 0);
+}
+
+/* CUDA graph trees' input copies (bench/results/logs-compile/ run 9): the
+ * trees copy a recording's inputs into pool blocks made with no capture
+ * underway, and the graph reads them at every replay. A forward's input
+ * copy, held while its capture runs and freed after (the recording's
+ * storage dies; its replays' outputs over it have no deleter), is that
+ * graph's: another function's recording must not get it. An input copy
+ * freed in the capture that reads it is given again in that capture only. */
+static void trees_input_copies() {
+  const gh_mempool_id gt{21, 0};
+  auto warm = [&](bool begin) {  /* the trees' allocations of input copies: no capture */
+    if (begin)
+      gh_torch_begin_allocate_to_pool(0, gt, [](gh_stream_t s) { return s == CAP; });
+    else
+      gh_torch_end_allocate_to_pool(0, gt);
+  };
+  warm(true);
+  void* xf = alloc(512 * 1024, CAP);            /* the forward's input copy */
+  warm(false);
+  capture_begin(gt, cap_filter());              /* the forward */
+  void* act = alloc(2 * MiB, CAP);
+  capture_end(gt);
+  gh_torch_free(xf, 512 * 1024, 0, CAP);        /* the recording's storages die */
+  gh_torch_free(act, 2 * MiB, 0, CAP);
+  CHECK(block_state(xf) == GH_POOL_BLOCK_FREED);
+  warm(true);
+  void* xc = alloc(512 * 1024, CAP);            /* the other function's input copy */
+  CHECK(xc != xf && xc != nullptr);
+  warm(false);
+  capture_begin(gt, cap_filter());              /* its recording */
+  gh_torch_free(xc, 512 * 1024, 0, CAP);        /* read first, then dead in the graph */
+  void* out = alloc(512 * 1024, CAP);
+  CHECK(out == xc);                             /* in its own capture: given again */
+  CHECK(out != xf);                             /* the forward's input copy: never */
+  void* tmp = alloc(2 * MiB, CAP);
+  CHECK(tmp != act && tmp != nullptr);
+  gh_torch_free(tmp, 2 * MiB, 0, CAP);
+  capture_end(gt);
+  capture_begin(gt, cap_filter());              /* a third recording gets none of them */
+  void* third = alloc(512 * 1024, CAP);
+  void* third2 = alloc(2 * MiB, CAP);
+  CHECK(third != xf && third != xc && third2 != act && third2 != tmp);
+  gh_torch_free(third, 512 * 1024, 0, CAP);
+  gh_torch_free(third2, 2 * MiB, 0, CAP);
+  capture_end(gt);
+  gh_torch_free(out, 512 * 1024, 0, CAP);
+  for (int i = 0; i < 5; i++) gh_torch_release_pool(0, gt);  /* two warm-ups, three recordings */
+  const counts k = pool_counts();
+  CHECK(block_state(xf) == -1 && k.blocks == 0 && k.retired == 0);
 }
 
 int main() {
@@ -353,6 +412,7 @@ int main() {
 
   const size_t pinned0 = stats().pinned_tensors;
   shared_pool_and_adoption();
+  trees_input_copies();
   CHECK(stats().pinned_tensors == pinned0);
 
   for (void* p : keep) gh_torch_free(p, 4 * MiB, 0, OTHER);
