@@ -227,14 +227,26 @@ bool gh_block_done(gh_pools& P, std::unordered_map<void*, gh_block>::iterator it
   return false;
 }
 
-/* Under P.mu: begin g of pool `id` has seen its capture: the pool's blocks
- * that no graph owns and the program holds now become its graph's (its
- * input copies among them: the graph reads them at every replay). */
+/* Under P.mu: the blocks of pool `id` that no graph owns and the program
+ * holds now become the graph of capture `serial`'s (its input copies
+ * among them: the graph reads them at every replay). */
+void gh_own_held(gh_pools& P, const gh_mempool_id& id, uint64_t serial) {
+  for (auto& kv : P.blocks)
+    if (kv.second.pool == id && kv.second.owner == 0 && (kv.second.held || kv.second.adopted)) kv.second.owner = serial;
+}
+
+/* Under P.mu: begin g of pool `id` has seen its capture. */
 void gh_capture_seen(gh_pools& P, const gh_mempool_id& id, gh_begin& g) {
   if (g.captured) return;
   g.captured = true;
-  for (auto& kv : P.blocks)
-    if (kv.second.pool == id && kv.second.owner == 0 && (kv.second.held || kv.second.adopted)) kv.second.owner = g.serial;
+  gh_own_held(P, id, g.serial);
+}
+
+/* Under P.mu: the begin of `pool` whose filter takes `stream`, or null. */
+gh_begin* gh_begin_for(gh_pool& pool, gh_stream_t stream) {
+  for (auto& b : pool.begins)
+    if (b.filter && b.filter(stream)) return &b;
+  return nullptr;
 }
 
 /* Whether `stream` is capturing a graph now (as if it were, when the
@@ -261,37 +273,33 @@ void gh_unreuse(gh_pool& pool, const gh_block& b, void* p) {
 int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, void** out) {
   gh_pools& P = gh_pools_get();
   const size_t want = (size_t)size;
-  const bool capturing = gh_stream_capturing(stream);
   gh_mempool_id id{};
   uint64_t owner = 0;
   {
     std::lock_guard<std::mutex> g(P.mu);
     auto pit = P.pools.begin();
     gh_begin* mine = nullptr;
-    for (; pit != P.pools.end() && !mine; ++pit) {
-      for (auto& b : pit->second.begins)
-        if (b.filter && b.filter(stream)) {
-          mine = &b;
-          break;
-        }
-      if (mine) break;
-    }
+    while (pit != P.pools.end() && !(mine = gh_begin_for(pit->second, stream))) ++pit;
     if (!mine) return GH_OK;  /* not a pool's: the plain path */
     *served = true;
     id = pit->first;
     gh_pool& pool = pit->second;
+    const bool capturing = gh_stream_capturing(stream);
     if (capturing) {
       gh_capture_seen(P, id, *mine);
       owner = mine->serial;
     }
     /* A freed block of this stream and size that no graph owns, or this
      * capture's own. */
+    auto fits = [&](decltype(pool.reusable)::iterator r) {
+      return r != pool.reusable.end() && r->first.first == (uintptr_t)stream && r->first.second - want <= want / 4;
+    };
     auto r = pool.reusable.lower_bound({(uintptr_t)stream, want});
-    for (; r != pool.reusable.end() && r->first.first == (uintptr_t)stream && r->first.second - want <= want / 4; ++r) {
+    for (; fits(r); ++r) {
       const uint64_t o = P.blocks[r->second].owner;
       if (o == 0 || (capturing && o == owner)) break;
     }
-    if (r != pool.reusable.end() && r->first.first == (uintptr_t)stream && r->first.second - want <= want / 4) {
+    if (fits(r)) {
       *out = r->second;
       gh_block& b = P.blocks[r->second];
       b.freed = false;
@@ -321,7 +329,6 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
 bool gh_pool_free(void* ptr, gh_stream_t stream) {
   gh_pools& P = gh_pools_get();
   bool retired = false;
-  const bool capturing = P.active.load(std::memory_order_acquire) > 0 && gh_stream_capturing(stream);
   {
     std::lock_guard<std::mutex> g(P.mu);
     auto it = P.blocks.find(ptr);
@@ -334,13 +341,11 @@ bool gh_pool_free(void* ptr, gh_stream_t stream) {
     /* Freed in a capture of its pool: used by that graph (read before the
      * free, at every replay). */
     auto pit = P.pools.find(it->second.pool);
-    if (capturing && pit != P.pools.end())
-      for (auto& b : pit->second.begins)
-        if (b.filter && b.filter(stream)) {
-          gh_capture_seen(P, it->second.pool, b);
-          if (it->second.owner == 0) it->second.owner = b.serial;
-          break;
-        }
+    gh_begin* b = pit != P.pools.end() ? gh_begin_for(pit->second, stream) : nullptr;
+    if (b && gh_stream_capturing(stream)) {
+      gh_capture_seen(P, it->second.pool, *b);
+      if (it->second.owner == 0) it->second.owner = b->serial;
+    }
     gh_pool_log("free %p%s", ptr, it->second.adopted ? " (adopted: kept)" : it->second.shared ? " (shared)" : "");
     if (!it->second.adopted) retired = gh_block_done(P, it);  /* else its storage keeps it */
   }
@@ -439,9 +444,7 @@ extern "C" void gh_torch_end_allocate_to_pool(int device, gh_mempool_id id) {
     gh_begin done = std::move(pool.begins.front());
     pool.begins.erase(pool.begins.begin());
     if (done.captured) {
-      for (auto& kv : P.blocks)
-        if (kv.second.pool == id && kv.second.owner == 0 && (kv.second.held || kv.second.adopted))
-          kv.second.owner = done.serial;
+      gh_own_held(P, id, done.serial);
       for (auto r = pool.reusable.begin(); r != pool.reusable.end();)
         r = P.blocks[r->second].owner == done.serial ? pool.reusable.erase(r) : std::next(r);
     }
