@@ -140,6 +140,8 @@ struct gh_block {
   bool freed;           /* neither: kept by its pool (for reuse unless shared) */
   bool shared;          /* record_stream'ed on another stream: never given again */
   uint64_t owner;       /* the capture whose graph uses it (its serial), 0 none: given again only in it */
+  bool kept;            /* held by the program when a capture of its pool began or ended (an input or an
+                           output of that graph): never shared with another capture */
 };
 
 /* One begin of a pool: its filter, a serial, whether a capture was seen. */
@@ -227,12 +229,29 @@ bool gh_block_done(gh_pools& P, std::unordered_map<void*, gh_block>::iterator it
   return false;
 }
 
-/* Under P.mu: the blocks of pool `id` that no graph owns and the program
- * holds now become the graph of capture `serial`'s (its input copies
- * among them: the graph reads them at every replay). */
+/* Under P.mu: the blocks of pool `id` that the program holds now and no
+ * other graph owns become the graph of capture `serial`'s for good (its
+ * input copies among them: the graph reads them at every replay). */
 void gh_own_held(gh_pools& P, const gh_mempool_id& id, uint64_t serial) {
-  for (auto& kv : P.blocks)
-    if (kv.second.pool == id && kv.second.owner == 0 && (kv.second.held || kv.second.adopted)) kv.second.owner = serial;
+  for (auto& kv : P.blocks) {
+    gh_block& b = kv.second;
+    if (b.pool != id || !(b.held || b.adopted) || (b.owner != 0 && b.owner != serial)) continue;
+    b.owner = serial;
+    b.kept = true;
+  }
+}
+
+/* GPUHEAP_POOL_SHARE=1: a block a capture made or was given and freed
+ * before its end (memory the graph uses only while it replays) may go to
+ * a later capture of its pool or a warm-up, as PyTorch's own pools share
+ * it; a block the program held when a capture began or ended stays that
+ * graph's. Off by default: every block a capture used stays its graph's. */
+bool gh_pool_share() {
+  static const bool on = [] {
+    const char* v = std::getenv("GPUHEAP_POOL_SHARE");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return on;
 }
 
 /* Under P.mu: begin g of pool `id` has seen its capture. */
@@ -315,7 +334,7 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
   const int rc = _gh_torch_pool_block(size, device, &p);
   if (rc != GH_OK) return rc;
   std::lock_guard<std::mutex> g(P.mu);
-  P.blocks[p] = gh_block{want, stream, id, true, false, false, false, owner};
+  P.blocks[p] = gh_block{want, stream, id, true, false, false, false, owner, false};
   P.n_blocks.store(P.blocks.size(), std::memory_order_release);
   P.pools[id].blocks++;
   *out = p;
@@ -440,13 +459,24 @@ extern "C" void gh_torch_end_allocate_to_pool(int device, gh_mempool_id id) {
     gh_pool& pool = pit->second;
     pool.active--;
     /* A capture's end: what the program holds now (outputs) is its graph's
-     * too; its freed blocks are given to nothing more. */
+     * too; its freed blocks are given to nothing more, or with
+     * GPUHEAP_POOL_SHARE those it did not keep to anything of the pool. */
     gh_begin done = std::move(pool.begins.front());
     pool.begins.erase(pool.begins.begin());
     if (done.captured) {
       gh_own_held(P, id, done.serial);
-      for (auto r = pool.reusable.begin(); r != pool.reusable.end();)
-        r = P.blocks[r->second].owner == done.serial ? pool.reusable.erase(r) : std::next(r);
+      const bool share = gh_pool_share();
+      for (auto r = pool.reusable.begin(); r != pool.reusable.end();) {
+        gh_block& b = P.blocks[r->second];
+        if (b.owner != done.serial) {
+          ++r;
+        } else if (share && !b.kept) {
+          b.owner = 0;
+          ++r;
+        } else {
+          r = pool.reusable.erase(r);
+        }
+      }
     }
     P.active.fetch_sub(1, std::memory_order_acq_rel);
     gh_pool_log("end pool %llu,%llu (active %d)", (unsigned long long)id.first, (unsigned long long)id.second,
@@ -495,6 +525,12 @@ extern "C" void gh_torch_pool_counts(size_t* pools, size_t* blocks, size_t* free
 
 /* ---------------------------------------------------------------- graph trees */
 
+namespace {
+int gh_block_state(const gh_block& b) {
+  return b.freed ? GH_POOL_BLOCK_FREED : b.adopted ? GH_POOL_BLOCK_ADOPTED : GH_POOL_BLOCK_LIVE;
+}
+}  // namespace
+
 extern "C" size_t gh_torch_pool_blocks(unsigned long long id0, unsigned long long id1, uintptr_t* ptrs, int* states,
                                        size_t cap) {
   gh_pools& P = gh_pools_get();
@@ -505,8 +541,25 @@ extern "C" size_t gh_torch_pool_blocks(unsigned long long id0, unsigned long lon
     if (kv.second.pool != id) continue;
     if (n < cap) {
       if (ptrs) ptrs[n] = (uintptr_t)kv.first;
-      if (states)
-        states[n] = kv.second.freed ? GH_POOL_BLOCK_FREED : kv.second.adopted ? GH_POOL_BLOCK_ADOPTED : GH_POOL_BLOCK_LIVE;
+      if (states) states[n] = gh_block_state(kv.second);
+    }
+    n++;
+  }
+  return n;
+}
+
+extern "C" size_t gh_torch_pool_list(uintptr_t* ptrs, unsigned long long* pools, int* states, size_t cap) {
+  gh_pools& P = gh_pools_get();
+  std::lock_guard<std::mutex> g(P.mu);
+  size_t n = 0;
+  for (const auto& kv : P.blocks) {
+    if (n < cap) {
+      if (ptrs) ptrs[n] = (uintptr_t)kv.first;
+      if (pools) {
+        pools[2 * n] = kv.second.pool.first;
+        pools[2 * n + 1] = kv.second.pool.second;
+      }
+      if (states) states[n] = gh_block_state(kv.second);
     }
     n++;
   }
@@ -517,8 +570,7 @@ extern "C" int gh_torch_pool_block_state(const void* ptr) {
   gh_pools& P = gh_pools_get();
   std::lock_guard<std::mutex> g(P.mu);
   auto it = P.blocks.find(const_cast<void*>(ptr));
-  if (it == P.blocks.end()) return -1;
-  return it->second.freed ? GH_POOL_BLOCK_FREED : it->second.adopted ? GH_POOL_BLOCK_ADOPTED : GH_POOL_BLOCK_LIVE;
+  return it == P.blocks.end() ? -1 : gh_block_state(it->second);
 }
 
 extern "C" int gh_torch_pool_adopt(unsigned long long id0, unsigned long long id1, const uintptr_t* ptrs, size_t n) {

@@ -586,6 +586,10 @@ void gh_torch_set_memory_fraction(double fraction, int device);
  * means here). A pool is named by the two halves of PyTorch's MempoolId_t.
  * gh_torch_pool_blocks: the pool's blocks, up to cap of them into ptrs and
  * states (either may be NULL); returns how many it has.
+ * gh_torch_pool_list: every graph pool's blocks, up to cap of them into
+ * ptrs, pools (two halves of the pool's id a block) and states (any may be
+ * NULL), in one consistent view; returns how many there are (memory
+ * snapshots name each block's pool with it).
  * gh_torch_pool_block_state: one block's state, -1 for memory of no pool.
  * gh_torch_pool_adopt: the n blocks named become adopted (freed ones taken
  * out of reuse) and the pool's other adopted blocks no longer are; each must
@@ -601,6 +605,7 @@ typedef enum gh_pool_block_state_e {
 } gh_pool_block_state_t;
 size_t gh_torch_pool_blocks(unsigned long long id0, unsigned long long id1, uintptr_t* ptrs, int* states,
                             size_t cap);
+size_t gh_torch_pool_list(uintptr_t* ptrs, unsigned long long* pools, int* states, size_t cap);
 int gh_torch_pool_block_state(const void* ptr);
 int gh_torch_pool_adopt(unsigned long long id0, unsigned long long id1, const uintptr_t* ptrs, size_t n);
 int gh_torch_pool_unadopt(const void* ptr);

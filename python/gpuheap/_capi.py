@@ -211,6 +211,8 @@ PROTOTYPES = {
     # CUDA graph trees (gpuheap.torch's stand-ins for PyTorch's checkpoint calls).
     "gh_torch_pool_blocks": (c_size_t, [ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_size_t),
                                         ctypes.POINTER(c_int), c_size_t], False),
+    "gh_torch_pool_list": (c_size_t, [ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_ulonglong),
+                                      ctypes.POINTER(c_int), c_size_t], False),
     "gh_torch_pool_block_state": (c_int, [_P], False),
     "gh_torch_pool_adopt": (c_int, [ctypes.c_ulonglong, ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_size_t),
                                     c_size_t], False),

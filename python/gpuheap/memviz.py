@@ -23,6 +23,15 @@ How gpuheap's memory reads in PyTorch's terms:
            holds (its request rounded to 512), requested_size its request;
            the rest of a segment is "inactive" blocks
 
+A block of a CUDA graph pool (gpuheap.torch.enable serves torch.cuda.graph
+and torch.compile's reduce-overhead from graph pools) is a segment of its
+own, its segment_pool_id the pool's id (a frame shared with other small
+tensors is cut around it), "active_allocated" while PyTorch or a storage
+holds it and "inactive" while its pool keeps it for reuse, as the blocks
+of PyTorch's private pools read: memory_snapshot(mempool_id=...) and CUDA
+graph trees' checks of a pool (torch/_inductor/cudagraph_trees.py's
+get_cudagraph_segments) select segments by that id.
+
 Each segment and block also carries gpuheap's own keys, which PyTorch's
 tools ignore: "gpuheap_tier" ("device", "host" or "mixed": where its bytes
 are now; eviction moves frames without changing any address),
@@ -48,20 +57,45 @@ def _block(addr, size, state, requested=0, frames=(), **extra):
     return b
 
 
-def _segment(device, addr, total, stream, seg_type, blocks, tier, device_bytes):
+def _segment(device, addr, total, stream, seg_type, blocks, tier, device_bytes, pool=(0, 0)):
     allocated = sum(b["requested_size"] for b in blocks if b["state"] == "active_allocated")
     active = sum(b["size"] for b in blocks if b["state"] != "inactive")
     return {"device": device, "address": addr, "total_size": total, "allocated_size": allocated,
             "active_size": active, "requested_size": sum(b["requested_size"] for b in blocks),
-            "stream": stream, "segment_type": seg_type, "segment_pool_id": (0, 0), "is_expandable": False,
+            "stream": stream, "segment_type": seg_type, "segment_pool_id": tuple(pool), "is_expandable": False,
             "frames": [], "blocks": blocks, "gpuheap_tier": tier, "gpuheap_device_bytes": device_bytes}
 
 
-def _tensor_block(t, frames_by_context):
+POOL_BLOCK_FREED = 1  # gh_torch_pool_list's state of a block its pool keeps for reuse
+
+
+def _tensor_block(t, frames_by_context, pool_state=None):
     state = "active_pending_free" if t["pending"] else "active_allocated"
+    if pool_state == POOL_BLOCK_FREED:
+        state = "inactive"
     frames = frames_by_context.get(t["context"], ()) if t["context"] else ()
     return _block(t["ptr"], t["span"], state, t["bytes"], frames, gpuheap_kind=t["kind"],
                   gpuheap_pinned=t["pinned"], gpuheap_device_bytes=t["device_bytes"])
+
+
+def pool_blocks(lib=None):
+    """{block address: ((pool id 0, pool id 1), state)} of every CUDA
+    graph pool's block now (gh_torch_pool_list), {} from a libgpuheap
+    without graph pools."""
+    if lib is None:
+        import gpuheap
+        lib = gpuheap.library()
+    if getattr(lib, "gh_torch_pool_list", None) is None:
+        return {}
+    import ctypes
+    n = lib.gh_torch_pool_list(None, None, None, 0)
+    while True:
+        ptrs, ids, states = (ctypes.c_size_t * max(n, 1))(), (ctypes.c_ulonglong * max(2 * n, 2))(), \
+            (ctypes.c_int * max(n, 1))()
+        m = lib.gh_torch_pool_list(ptrs, ids, states, n)
+        if m <= n:  # (blocks made between the two calls: listed again)
+            return {ptrs[i]: ((ids[2 * i], ids[2 * i + 1]), states[i]) for i in range(m)}
+        n = m
 
 
 def _fill(seg_addr, seg_size, blocks):
@@ -78,10 +112,21 @@ def _fill(seg_addr, seg_size, blocks):
     return out
 
 
-def segments(frames, tensors, frame_bytes, device=0, frames_by_context=None):
+def _frame_piece(segs, device, f, start, end, blocks):
+    """Frame f's bytes [start, end) with its plain small tensors `blocks`,
+    appended to segs as one segment (none when empty)."""
+    if end > start:
+        segs.append(_segment(device, start, end - start, 0, "small" if blocks else "large",
+                             _fill(start, end - start, blocks), f["tier"],
+                             end - start if f["tier"] == "device" else 0))
+
+
+def segments(frames, tensors, frame_bytes, device=0, frames_by_context=None, pools=None):
     """PyTorch-style segments from Manager.frame_map() and
-    Manager.tensor_map() (lists of dicts), in address order."""
+    Manager.tensor_map() (lists of dicts), in address order; pools as
+    pool_blocks() gives them (the tensors that are graph pools' blocks)."""
     frames_by_context = frames_by_context or {}
+    pools = pools or {}
     segs = []
     runs = [t for t in tensors if t["run"]]
     small = sorted((t for t in tensors if not t["run"]), key=lambda t: t["ptr"])
@@ -89,9 +134,10 @@ def segments(frames, tensors, frame_bytes, device=0, frames_by_context=None):
     for t in runs:
         first = t["ptr"] // frame_bytes
         in_run.update(range(first, first + t["extent"] // frame_bytes))
-        blocks = _fill(t["ptr"], t["extent"], [_tensor_block(t, frames_by_context)])
+        pool, pstate = pools.get(t["ptr"], ((0, 0), None))
+        blocks = _fill(t["ptr"], t["extent"], [_tensor_block(t, frames_by_context, pstate)])
         segs.append(_segment(device, t["ptr"], t["extent"], t["stream"], "large", blocks,
-                             _tier(t["device_bytes"], t["span"]), t["device_bytes"]))
+                             _tier(t["device_bytes"], t["span"]), t["device_bytes"], pool))
     i = 0
     for f in frames:
         if f["va"] // frame_bytes in in_run:
@@ -104,12 +150,21 @@ def segments(frames, tensors, frame_bytes, device=0, frames_by_context=None):
             continue
         while i < len(small) and small[i]["ptr"] < f["va"]:
             i += 1
-        mine = []
+        mine, at = [], f["va"]
         while i < len(small) and small[i]["ptr"] < f["va"] + frame_bytes:
-            mine.append(_tensor_block(small[i], frames_by_context))
+            t = small[i]
             i += 1
-        segs.append(_segment(device, f["va"], frame_bytes, 0, "small" if mine else "large",
-                             _fill(f["va"], frame_bytes, mine), f["tier"], on_device))
+            if t["ptr"] not in pools:
+                mine.append(_tensor_block(t, frames_by_context))
+                continue
+            # A graph pool's block: a segment of its own, the frame cut around it.
+            _frame_piece(segs, device, f, at, t["ptr"], mine)
+            pool, pstate = pools[t["ptr"]]
+            segs.append(_segment(device, t["ptr"], t["span"], t["stream"], "small",
+                                 [_tensor_block(t, frames_by_context, pstate)], f["tier"],
+                                 t["span"] if on_device else 0, pool))
+            mine, at = [], t["ptr"] + t["span"]
+        _frame_piece(segs, device, f, at, f["va"] + frame_bytes, mine)
     segs.sort(key=lambda s: s["address"])
     return segs
 
@@ -129,14 +184,20 @@ def trace_entries(history, frames_by_context=None, device_free=None):
     return out
 
 
-def torch_snapshot(manager, device=0, include_traces=True, frames_by_context=None):
+def torch_snapshot(manager, device=0, include_traces=True, frames_by_context=None, pool=None, pools=None):
     """The manager's memory as torch.cuda.memory._snapshot() returns it:
     {"segments", "device_traces", "allocator_settings"}, device_traces a
     list with one list per device up to `device`, the history's entries in
     the last (empty when nothing is recorded or include_traces is
-    False)."""
+    False). pool: only the segments of that CUDA graph pool (its id, a
+    pair), as _snapshot(mempool_id) gives them; pools: the graph pools'
+    blocks (pool_blocks(), read from the library when None)."""
     frame_bytes = manager.stats()["frame_bytes"]
-    segs = segments(manager.frame_map(), manager.tensor_map(), frame_bytes, device, frames_by_context)
+    if pools is None:
+        pools = pool_blocks()
+    segs = segments(manager.frame_map(), manager.tensor_map(), frame_bytes, device, frames_by_context, pools)
+    if pool is not None:
+        segs = [s for s in segs if s["segment_pool_id"] == tuple(pool)]
     entries = trace_entries(manager.history()[0], frames_by_context) if include_traces else []
     traces = [[] for _ in range(device)] + [entries]
     return {"segments": segs, "device_traces": traces,

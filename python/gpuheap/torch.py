@@ -200,6 +200,8 @@ class _MemoryHistory:
     raise under a pluggable allocator, replaced by
 
       _cuda_memorySnapshot         gpuheap.memviz.torch_snapshot of the manager
+                                   (with a pool id: that CUDA graph pool's
+                                   segments only)
       _cuda_record_memory_history  the manager's call history
                                    (Manager.record_history) and, for
                                    context "state", "alloc" or "all", the
@@ -256,16 +258,15 @@ class _MemoryHistory:
     # -- torch._C's stand-ins
     def snapshot(self, arg=None):
         """_cuda_memorySnapshot(None or (pool id 0, pool id 1, include_traces))."""
-        include_traces = True
+        include_traces, pool = True, None
         if arg is not None:
             arg = tuple(arg)
             if tuple(arg[:2]) != (0, 0):
-                raise RuntimeError("gpuheap: a snapshot of one memory pool is not served (torch.cuda.memory_snapshot("
-                                   "mempool_id=...)); gpuheap has no MemPools: take the whole snapshot")
+                pool = (int(arg[0]), int(arg[1]))  # a CUDA graph pool's segments only
             if len(arg) > 2:
                 include_traces = bool(arg[2])
         from gpuheap import memviz
-        return memviz.torch_snapshot(self.manager, self.device, include_traces, self.frames)
+        return memviz.torch_snapshot(self.manager, self.device, include_traces, self.frames, pool)
 
     def record(self, enabled="all", context="all", stacks="all", max_entries=sys.maxsize, clear_history=False,
                *_ignored):

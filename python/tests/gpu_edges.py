@@ -502,6 +502,27 @@ def case_memory_viz(torch):
     out["budget_share"] = ght.manager().stats()["device_budget"] / torch.cuda.get_device_properties(0).total_memory
     torch.cuda.memory._record_memory_history(enabled=None)
     out["after_off"] = len(torch.cuda.memory._snapshot()["device_traces"][-1])
+    # A graph's pool: its segments alone by its id, the output held, the
+    # temporary kept for reuse; CUDA graph trees' own reader of a pool.
+    from torch._inductor.cudagraph_trees import get_block_addrs
+    pool, g, w = torch.cuda.graph_pool_handle(), torch.cuda.CUDAGraph(), torch.randn(512, 512, device="cuda")
+    xin = torch.randn(1024, 512, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.relu(xin @ w) @ w
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g, pool=pool):
+        y = torch.relu(xin @ w) @ w
+    segs = torch.cuda.memory_snapshot(mempool_id=pool)
+    out["pool_ids"] = len({tuple(x["segment_pool_id"]) for x in segs})
+    out["pool_held"] = sorted(b["address"] for x in segs for b in x["blocks"] if b["state"] == "active_allocated")
+    out["pool_inactive"] = sum(b["state"] == "inactive" for x in segs for b in x["blocks"])
+    out["y_in_pool"] = y.data_ptr() in out["pool_held"]
+    out["trees_reader"] = sorted(get_block_addrs(pool)) == out["pool_held"]
+    out["whole_has_pool"] = sum(tuple(x["segment_pool_id"]) == tuple(pool) for x in torch.cuda.memory_snapshot())
+    out["pool_segments"] = len(segs)
+    del g, y
     return out
 
 
@@ -615,7 +636,10 @@ def check(name, r):
                                      and r["trace_lines"] > r["entries"] > 0 and r["html"] > 1000
                                      and r["pickle_segments"] == r["segments"] > 0
                                      and r["memory_snapshot"] > 0
-                                     and abs(r["fraction"] - r["budget_share"]) < 1e-9 and r["after_off"] == 0):
+                                     and abs(r["fraction"] - r["budget_share"]) < 1e-9 and r["after_off"] == 0
+                                     and r["pool_ids"] == 1 and r["y_in_pool"]
+                                     and r["pool_inactive"] > 0 and r["trees_reader"]
+                                     and r["whole_has_pool"] == r["pool_segments"] > 0):
         f.append(f"memory_viz: {r}")
     if name == "compile" and not r["max_diff"] <= 1e-5:
         f.append(f"compile: outputs differ from eager by {r['max_diff']}")

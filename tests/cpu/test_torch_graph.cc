@@ -28,8 +28,10 @@
  *     held and adopted freed once both let it go; an adopted block outlives
  *     its pool's release until given up;
  *   - at the end nothing is pinned or leaked and the manager's accounts hold. */
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -102,6 +104,10 @@ static bool holds(const void* p, size_t bytes, int v) {
   return b[bytes - 1] == (unsigned char)v;
 }
 
+static const bool share = [] {              /* GPUHEAP_POOL_SHARE, as the library reads it */
+  const char* v = std::getenv("GPUHEAP_POOL_SHARE");
+  return v != nullptr && v[0] != '\0' && v[0] != '0';
+}();
 static bool capturing = false; /* what the filters read: the capture has begun on CAP */
 static gh_capture_filter cap_filter() {
   return [](gh_stream_t s) { return capturing && s == CAP; };
@@ -175,6 +181,23 @@ static void shared_pool_and_adoption() {
   CHECK(gh_torch_pool_blocks(12, 0, ptrs, states, 8) == 0);
   for (int i = 0; i < 4; i++)
     CHECK(states[i] == ((void*)ptrs[i] == p1 ? GH_POOL_BLOCK_LIVE : GH_POOL_BLOCK_FREED));
+  /* Every pool's blocks at once, each with its pool. */
+  const size_t all = gh_torch_pool_list(nullptr, nullptr, nullptr, 0);
+  CHECK(all >= 4 && all == pool_counts().blocks);
+  std::vector<uintptr_t> lp(all);
+  std::vector<unsigned long long> lid(2 * all);
+  std::vector<int> lst(all);
+  CHECK(gh_torch_pool_list(lp.data(), lid.data(), lst.data(), all) == all);
+  int mine = 0;
+  for (size_t i = 0; i < all; i++) {
+    if (lid[2 * i] != 11 || lid[2 * i + 1] != 0) continue;
+    mine++;
+    CHECK(lst[i] == block_state((void*)lp[i]));
+    CHECK(std::find(ptrs, ptrs + 4, lp[i]) != ptrs + 4);
+  }
+  CHECK(mine == 4);
+  uintptr_t one = 0;
+  CHECK(gh_torch_pool_list(&one, nullptr, nullptr, 1) == all && one != 0);  /* cap 1: the count all the same */
 
   /* Adoption: a replay's output over p2, held by a storage without a deleter. */
   const uintptr_t live_p1 = (uintptr_t)p1, out = (uintptr_t)p2, foreign = (uintptr_t)0x1234;
@@ -228,6 +251,55 @@ static void shared_pool_and_adoption() {
   CHECK(block_state(p2) == -1 && k.pools == 0 && k.blocks == 0 && k.retired == 0);
 }
 
+/* Temporaries of one capture given to later ones (GPUHEAP_POOL_SHARE=1,
+ * as PyTorch's pools share them) or kept by their graph (the default);
+ * inputs and outputs stay their graph's either way. */
+static void shared_temporaries() {
+  const gh_mempool_id gp{31, 0};
+  auto warm = [&](bool begin) {
+    if (begin)
+      gh_torch_begin_allocate_to_pool(0, gp, [](gh_stream_t s) { return s == CAP; });
+    else
+      gh_torch_end_allocate_to_pool(0, gp);
+  };
+  warm(true);
+  void* in = alloc(2 * MiB, CAP);                /* an input copy, made with no capture */
+  warm(false);
+  capture_begin(gp, cap_filter());               /* graph A */
+  void* tmp_a = alloc(2 * MiB, CAP);
+  void* out_a = alloc(2 * MiB, CAP);
+  gh_torch_free(tmp_a, 2 * MiB, 0, CAP);         /* A's temporary */
+  capture_end(gp);
+  gh_torch_free(out_a, 2 * MiB, 0, CAP);         /* A's output and input, dropped after it */
+  gh_torch_free(in, 2 * MiB, 0, CAP);
+  capture_begin(gp, cap_filter());               /* graph B */
+  void* b1 = alloc(2 * MiB, CAP);
+  void* b2 = alloc(2 * MiB, CAP);
+  CHECK(share ? b1 == tmp_a : b1 != tmp_a);
+  for (void* b : {b1, b2}) CHECK(b != out_a && b != in && b != nullptr);
+  CHECK(b2 != tmp_a);
+  gh_torch_free(b1, 2 * MiB, 0, CAP);            /* B's temporary */
+  capture_end(gp);                               /* b2: B's output, held */
+  warm(true);
+  void* w = alloc(2 * MiB, CAP);
+  CHECK(share ? w == tmp_a : (w != tmp_a && w != b1));
+  CHECK(w != out_a && w != in && w != b2);
+  gh_torch_free(w, 2 * MiB, 0, CAP);
+  warm(false);
+  capture_begin(gp, cap_filter());               /* graph C */
+  void* c = alloc(2 * MiB, CAP);
+  CHECK(share ? c == tmp_a : c == w);            /* (a block only warm-ups used goes to anything) */
+  CHECK(c != out_a && c != in && c != b2);
+  gh_torch_free(c, 2 * MiB, 0, CAP);
+  capture_end(gp);
+  const counts k = pool_counts();
+  std::printf("temporaries %s: %zu blocks in the pool\n", share ? "shared" : "kept", k.blocks);
+  CHECK(k.blocks == (share ? 4u : 6u));          /* in, tmp_a, out_a, b2; and b1 and w apart */
+  gh_torch_free(b2, 2 * MiB, 0, CAP);
+  for (int i = 0; i < 5; i++) gh_torch_release_pool(0, gp);  /* two warm-ups, three graphs */
+  CHECK(pool_counts().blocks == 0 && pool_counts().retired == 0);
+}
+
 /* CUDA graph trees' input copies (bench/results/logs-compile/ run 9): the
  * trees copy a recording's inputs into pool blocks made with no capture
  * underway, and the graph reads them at every replay. A forward's input
@@ -268,7 +340,8 @@ static void trees_input_copies() {
   capture_begin(gt, cap_filter());              /* a third recording gets none of them */
   void* third = alloc(512 * 1024, CAP);
   void* third2 = alloc(2 * MiB, CAP);
-  CHECK(third != xf && third != xc && third2 != act && third2 != tmp);
+  CHECK(third != xf && third != xc && third2 != act);
+  CHECK(share ? third2 == tmp : third2 != tmp);  /* the second recording's temporary */
   gh_torch_free(third, 512 * 1024, 0, CAP);
   gh_torch_free(third2, 2 * MiB, 0, CAP);
   capture_end(gt);
@@ -411,8 +484,9 @@ int main() {
   CHECK(pool_counts().pools == 0);
 
   const size_t pinned0 = stats().pinned_tensors;
-  shared_pool_and_adoption();
+  if (!share) shared_pool_and_adoption();        /* (its reuse checks are the default's) */
   trees_input_copies();
+  shared_temporaries();
   CHECK(stats().pinned_tensors == pinned0);
 
   for (void* p : keep) gh_torch_free(p, 4 * MiB, 0, OTHER);
