@@ -33,18 +33,21 @@
  *     any stream;
  *   - keeps a block PyTorch frees, and gives it again to a later
  *     allocation of the same stream (a size from the request to a quarter
- *     more) in the same capture only: within one stream the graph keeps
- *     the capture's order. A block a capture used (made or given in it,
- *     freed in it, or held by the program while it ran: the trees' input
- *     copies) belongs to that capture's graph, which writes it at every
- *     replay, so no other capture and no warm-up gets it, though PyTorch's
- *     own pools share such memory between the graphs of a pool and rely on
- *     CUDA graph trees to know when a graph's outputs are dead (they did
- *     not, once: bench/results/logs-compile/ run 9, where another
- *     function's recording took the memory of a replayed forward's saved
- *     input and the backward read the other graph's output there).
- *     Blocks only warm-ups used are given to anything of the pool. A block
- *     record_stream'ed on another stream is kept and never given again;
+ *     more) in the same capture, and after its end to anything of the
+ *     pool (a later capture, a warm-up) if the capture made or was given
+ *     it and freed it before its end (a temporary, as PyTorch's pools
+ *     share them; blocks only warm-ups used likewise). A block the program
+ *     held when a capture began or ended (an input, the trees' input
+ *     copies among them, or an output) belongs to that capture's graph,
+ *     which reads or writes it at every replay: no other capture and no
+ *     warm-up gets it, though PyTorch's own pools share such memory too
+ *     and rely on CUDA graph trees to know when a graph's outputs are dead
+ *     (they did not, once: bench/results/logs-compile/ run 9, where
+ *     another function's recording took the memory of a replayed forward's
+ *     saved input and the backward read the other graph's output there).
+ *     GPUHEAP_POOL_SHARE=0 keeps temporaries with their graph as well. A
+ *     block record_stream'ed on another stream is kept and never given
+ *     again;
  *   - at its release, gives its freed blocks back to the manager after a
  *     wait for the device (_gh_torch_pool_give_back), and the rest as
  *     PyTorch frees them (graph outputs the program still holds). Blocks
@@ -241,15 +244,17 @@ void gh_own_held(gh_pools& P, const gh_mempool_id& id, uint64_t serial) {
   }
 }
 
-/* GPUHEAP_POOL_SHARE=1: a block a capture made or was given and freed
- * before its end (memory the graph uses only while it replays) may go to
- * a later capture of its pool or a warm-up, as PyTorch's own pools share
- * it; a block the program held when a capture began or ended stays that
- * graph's. Off by default: every block a capture used stays its graph's. */
+/* A block a capture made or was given and freed before its end (memory
+ * the graph uses only while it replays: a temporary) may go to a later
+ * capture of its pool or a warm-up, as PyTorch's own pools share it; a
+ * block the program held when a capture began or ended (an input or an
+ * output) stays that graph's. GPUHEAP_POOL_SHARE=0: every block a capture
+ * used stays its graph's (the pools then hold the sum of their graphs'
+ * temporaries: bench/results/logs-graph-pools/). */
 bool gh_pool_share() {
   static const bool on = [] {
     const char* v = std::getenv("GPUHEAP_POOL_SHARE");
-    return v != nullptr && v[0] != '\0' && v[0] != '0';
+    return v == nullptr || v[0] != '0';
   }();
   return on;
 }
@@ -459,8 +464,9 @@ extern "C" void gh_torch_end_allocate_to_pool(int device, gh_mempool_id id) {
     gh_pool& pool = pit->second;
     pool.active--;
     /* A capture's end: what the program holds now (outputs) is its graph's
-     * too; its freed blocks are given to nothing more, or with
-     * GPUHEAP_POOL_SHARE those it did not keep to anything of the pool. */
+     * too; its freed blocks it did not keep (temporaries) go to anything of
+     * the pool, the others (or, with GPUHEAP_POOL_SHARE=0, all) to nothing
+     * more. */
     gh_begin done = std::move(pool.begins.front());
     pool.begins.erase(pool.begins.begin());
     if (done.captured) {

@@ -106,7 +106,7 @@ static bool holds(const void* p, size_t bytes, int v) {
 
 static const bool share = [] {              /* GPUHEAP_POOL_SHARE, as the library reads it */
   const char* v = std::getenv("GPUHEAP_POOL_SHARE");
-  return v != nullptr && v[0] != '\0' && v[0] != '0';
+  return v == nullptr || v[0] != '0';
 }();
 static bool capturing = false; /* what the filters read: the capture has begun on CAP */
 static gh_capture_filter cap_filter() {
@@ -153,7 +153,9 @@ static void shared_pool_and_adoption() {
   capture_end(gs);
   capture_begin(gs, cap_filter());               /* graph 2, the same pool */
   void* p3 = alloc(2 * MiB, CAP);
-  CHECK(p3 != p2 && p3 != p1 && p3 != nullptr);  /* graph 1's memory: graph 1 writes it at every replay */
+  CHECK(share ? p3 == p2 : p3 != p2);            /* graph 1's temporary, or (kept) graph 1's memory */
+  CHECK(p3 != p1 && p3 != nullptr);              /* graph 1's output: never */
+  const size_t nb = share ? 3 : 4;               /* p1, p2 (p3), w; or p3 apart */
   capture_end(gs);
   gh_torch_free(p3, 2 * MiB, 0, CAP);            /* graph 2's output, dropped: still graph 2's */
   /* A warm-up: the pool serves the thread's allocations, no capture underway. */
@@ -167,35 +169,35 @@ static void shared_pool_and_adoption() {
   gh_torch_end_allocate_to_pool(0, gs);
   gh_torch_release_pool(0, gs);                  /* the warm-up's use: the graphs still hold the pool */
   counts k = pool_counts();
-  CHECK(k.blocks == 4 && k.retired == 0);
+  CHECK(k.blocks == nb && k.retired == 0);
   CHECK(block_state(p2) == GH_POOL_BLOCK_FREED && block_state(p1) == GH_POOL_BLOCK_LIVE);
   gh_torch_release_pool(0, gs);                  /* graph 1 goes: graph 2 still replays p3 */
-  CHECK(pool_counts().blocks == 4 && block_state(p2) == GH_POOL_BLOCK_FREED);
-  CHECK(stats().pinned_tensors >= 4);
+  CHECK(pool_counts().blocks == nb && block_state(p2) == GH_POOL_BLOCK_FREED);
+  CHECK(stats().pinned_tensors >= nb);
 
   /* The listing. */
   uintptr_t ptrs[8] = {};
   int states[8] = {};
-  CHECK(gh_torch_pool_blocks(11, 0, ptrs, states, 8) == 4);
-  CHECK(gh_torch_pool_blocks(11, 0, nullptr, nullptr, 0) == 4);
+  CHECK(gh_torch_pool_blocks(11, 0, ptrs, states, 8) == nb);
+  CHECK(gh_torch_pool_blocks(11, 0, nullptr, nullptr, 0) == nb);
   CHECK(gh_torch_pool_blocks(12, 0, ptrs, states, 8) == 0);
-  for (int i = 0; i < 4; i++)
+  for (size_t i = 0; i < nb; i++)
     CHECK(states[i] == ((void*)ptrs[i] == p1 ? GH_POOL_BLOCK_LIVE : GH_POOL_BLOCK_FREED));
   /* Every pool's blocks at once, each with its pool. */
   const size_t all = gh_torch_pool_list(nullptr, nullptr, nullptr, 0);
-  CHECK(all >= 4 && all == pool_counts().blocks);
+  CHECK(all >= nb && all == pool_counts().blocks);
   std::vector<uintptr_t> lp(all);
   std::vector<unsigned long long> lid(2 * all);
   std::vector<int> lst(all);
   CHECK(gh_torch_pool_list(lp.data(), lid.data(), lst.data(), all) == all);
-  int mine = 0;
+  size_t mine = 0;
   for (size_t i = 0; i < all; i++) {
     if (lid[2 * i] != 11 || lid[2 * i + 1] != 0) continue;
     mine++;
     CHECK(lst[i] == block_state((void*)lp[i]));
-    CHECK(std::find(ptrs, ptrs + 4, lp[i]) != ptrs + 4);
+    CHECK(std::find(ptrs, ptrs + nb, lp[i]) != ptrs + nb);
   }
-  CHECK(mine == 4);
+  CHECK(mine == nb);
   uintptr_t one = 0;
   CHECK(gh_torch_pool_list(&one, nullptr, nullptr, 1) == all && one != 0);  /* cap 1: the count all the same */
 
@@ -218,7 +220,8 @@ static void shared_pool_and_adoption() {
   CHECK(block_state(p2) == GH_POOL_BLOCK_FREED);
   capture_begin(gs, cap_filter());
   void* p5 = alloc(2 * MiB, CAP);
-  CHECK(p5 != p2 && p5 != p4 && p5 != p3 && p5 != nullptr);  /* each freed block is a graph's now */
+  CHECK(share ? p5 == p4 : (p5 != p4 && p5 != p3));  /* p4 a temporary: shared, or kept by its graph */
+  CHECK(p5 != p2 && p5 != nullptr);
   gh_torch_free(p5, 2 * MiB, 0, CAP);
   capture_end(gs);
   CHECK(gh_torch_pool_unadopt(p2) == GH_ERR_INVAL);                    /* not adopted */
@@ -241,7 +244,8 @@ static void shared_pool_and_adoption() {
   /* An adopted block outlives the pool's release, then goes back. */
   CHECK(gh_torch_pool_adopt(11, 0, &out, 1) == GH_OK);
   for (int i = 0; i < 2; i++) gh_torch_release_pool(0, gs); /* the recordings of p4 and p5 */
-  CHECK(pool_counts().blocks == 5);              /* graph 2 still holds the pool: p1-p5 kept (p4 is w) */
+  CHECK(pool_counts().blocks == (share ? 3u : 5u)); /* graph 2 still holds the pool: p1-p5 kept (p4 is w;
+                                                      shared: p3 is p2, p5 is p4) */
   gh_torch_release_pool(0, gs);                  /* graph 2 goes */
   k = pool_counts();
   std::printf("pool 11 released: %zu blocks (p2 adopted)\n", k.blocks);
@@ -251,9 +255,10 @@ static void shared_pool_and_adoption() {
   CHECK(block_state(p2) == -1 && k.pools == 0 && k.blocks == 0 && k.retired == 0);
 }
 
-/* Temporaries of one capture given to later ones (GPUHEAP_POOL_SHARE=1,
- * as PyTorch's pools share them) or kept by their graph (the default);
- * inputs and outputs stay their graph's either way. */
+/* Temporaries of one capture given to later ones (the default, as
+ * PyTorch's pools share them) or kept by their graph
+ * (GPUHEAP_POOL_SHARE=0); inputs and outputs stay their graph's either
+ * way. */
 static void shared_temporaries() {
   const gh_mempool_id gp{31, 0};
   auto warm = [&](bool begin) {
@@ -484,7 +489,7 @@ int main() {
   CHECK(pool_counts().pools == 0);
 
   const size_t pinned0 = stats().pinned_tensors;
-  if (!share) shared_pool_and_adoption();        /* (its reuse checks are the default's) */
+  shared_pool_and_adoption();
   trees_input_copies();
   shared_temporaries();
   CHECK(stats().pinned_tensors == pinned0);
