@@ -14,7 +14,10 @@ the defaults):
              pool for every forward and backward graph), trained 4 steps
   trees      torch.compile(mode="reduce-overhead") of K blocks with a graph
              break after each (K forward and K backward graphs in the trees'
-             pool), trained 6 steps
+             pool, were they recorded), trained 6 steps; at device visit 36
+             no graph pool was left at its end on either allocator ("pools":
+             0), which was not looked into: measure nothing with it before
+             knowing why
 
 One line of JSON: the pool bytes (segments, and their blocks held and not
 held), memory_reserved and max_memory_reserved, gpuheap's pool counts,
