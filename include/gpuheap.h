@@ -587,7 +587,7 @@ void gh_torch_set_memory_fraction(double fraction, int device);
  * gh_torch_pool_blocks: the pool's blocks, up to cap of them into ptrs and
  * states (either may be NULL); returns how many it has.
  * gh_torch_pool_list: every graph pool's blocks, up to cap of them into
- * ptrs, pools (two halves of the pool's id a block) and states (any may be
+ * ptrs, pools (each block's pool id, its two halves) and states (any may be
  * NULL), in one consistent view; returns how many there are (memory
  * snapshots name each block's pool with it).
  * gh_torch_pool_block_state: one block's state, -1 for memory of no pool.
