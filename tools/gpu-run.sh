@@ -32,7 +32,12 @@ for stage in $stages; do
         timeout 300 cmake --build build-gpu -j "$(nproc)" --target gpuheap >> "$out/build.log" 2>&1
       echo "build rc=$?" ;;
     tests)
-      timeout 300 ctest --test-dir build-gpu -L gpu -LE sanitizer --output-on-failure --timeout 240 2>&1 | tee "$out/ctest-gpu.log" | tail -25 ;;
+      # The C tests first: ctest may order the long Python ones first, and a
+      # visit cut short should still have run the library's own.
+      timeout 200 ctest --test-dir build-gpu -L gpu -LE "sanitizer|python" --output-on-failure --timeout 180 2>&1 |
+        tee "$out/ctest-gpu.log" | tail -16
+      timeout 300 ctest --test-dir build-gpu -L gpu -R "^python_gpu" -LE sanitizer --output-on-failure --timeout 240 2>&1 |
+        tee "$out/ctest-gpu-python.log" | tail -10 ;;
     cpu)
       timeout 300 ctest --test-dir build-gpu -L cpu -LE slow -j 8 --output-on-failure 2>&1 | tail -5 ;;
     sanitizer)
