@@ -110,15 +110,19 @@ class gh_alloc_error final : public std::bad_alloc {
 
 /* ---------------------------------------------------------------- graph pools */
 
+/* Environment switch `name`: on unless it starts with '0', `dflt` when
+ * unset or empty. */
+bool gh_env_on(const char* name, bool dflt) {
+  const char* v = std::getenv(name);
+  return v == nullptr || v[0] == '\0' ? dflt : v[0] != '0';
+}
+
 /* GPUHEAP_POOL_LOG=1: each graph pool event as a line on stderr (blocks
  * made, given again, freed, record_stream'ed, adopted and given up; begins,
  * ends and releases), for finding which allocation took memory a graph
  * still uses. Off by default. */
 bool gh_pool_logging() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPUHEAP_POOL_LOG");
-    return v != nullptr && v[0] != '\0' && v[0] != '0';
-  }();
+  static const bool on = gh_env_on("GPUHEAP_POOL_LOG", false);
   return on;
 }
 #if defined(__GNUC__)
@@ -252,10 +256,7 @@ void gh_own_held(gh_pools& P, const gh_mempool_id& id, uint64_t serial) {
  * used stays its graph's (the pools then hold the sum of their graphs'
  * temporaries: bench/results/logs-graph-pools/). */
 bool gh_pool_share() {
-  static const bool on = [] {
-    const char* v = std::getenv("GPUHEAP_POOL_SHARE");
-    return v == nullptr || v[0] != '0';
-  }();
+  static const bool on = gh_env_on("GPUHEAP_POOL_SHARE", true);
   return on;
 }
 

@@ -49,7 +49,7 @@ int _gh_error(int err, const char* fmt, ...) {
 
 /* The library's host allocations. A test may refuse the nth from the time
  * it asks (_gh_fail_alloc), once or that one and every later one: each
- * caller's answer to NULL is then exercised (tests/cpu/test_nomem.c). One
+ * caller's answer to NULL is then exercised (test_tensor.c's nomem_sweep). One
  * relaxed load when nothing is asked. */
 static atomic_int gh_alloc_armed, gh_alloc_set;
 static atomic_int gh_alloc_persist;
