@@ -4,7 +4,7 @@ torch.cuda.memory_snapshot()'s segments that name a pool (PyTorch's
 private pools; gpuheap's graph pools, gpuheap.memviz), with each program's
 results checked against eager PyTorch.
 
-  python3 bench/graph_pools.py {torch,gpuheap} {shared,callables,trees} [--graphs K]
+  python3 bench/graph_pools.py {torch,gpuheap} {shared,callables,trees} [--graphs K] [--dump FILE]
 
 Programs (K graphs, each with a 32 MiB temporary and a 32 MiB output at
 the defaults):
@@ -21,7 +21,10 @@ the defaults):
 
 One line of JSON: the pool bytes (segments, and their blocks held and not
 held), memory_reserved and max_memory_reserved, gpuheap's pool counts,
-and the largest difference from eager (relative)."""
+and the largest difference from eager (relative). --dump FILE writes the
+pool segments with their blocks (size, state) as JSON and, on PyTorch's
+allocator, the trace of its allocator's actions over the program (memory
+history without stacks), from which a pool policy can be replayed."""
 import argparse
 import copy
 import json
@@ -38,6 +41,17 @@ def pool_bytes():
     held = sum(b["size"] for s in segs for b in s["blocks"] if b["state"] == "active_allocated")
     return {"pool_segments": len(segs), "pool_bytes": sum(s["total_size"] for s in segs), "pool_held_bytes": held,
             "pools": len({tuple(s["segment_pool_id"]) for s in segs})}
+
+
+def dump(path, torch_trace):
+    snap = torch.cuda.memory._snapshot() if torch_trace else {"segments": torch.cuda.memory_snapshot()}
+    segs = [{"address": s.get("address", 0), "total_size": s["total_size"], "stream": s.get("stream", 0),
+             "pool": list(s["segment_pool_id"]),
+             "blocks": [[b["size"], b["state"]] for b in s["blocks"]]} for s in snap["segments"]]
+    trace = [[t.get("action"), t.get("addr"), t.get("size"), t.get("stream")]
+             for dev in snap.get("device_traces", []) for t in dev]
+    with open(path, "w") as f:
+        json.dump({"segments": segs, "trace": trace}, f)
 
 
 def rel(a, b):
@@ -138,7 +152,10 @@ def main():
     ap.add_argument("allocator", choices=("torch", "gpuheap"))
     ap.add_argument("program", choices=("shared", "callables", "trees"))
     ap.add_argument("--graphs", type=int, default=4, help="K (default 4)")
+    ap.add_argument("--dump", metavar="FILE", help="the pool segments and (PyTorch's allocator) its trace, as JSON")
     a = ap.parse_args()
+    if a.dump and a.allocator == "torch":
+        torch.cuda.memory._record_memory_history("all", context=None, stacks="python")
     if a.allocator == "gpuheap":
         import gpuheap.torch
         gpuheap.torch.enable()
@@ -150,6 +167,8 @@ def main():
     r["max_reserved"] = torch.cuda.max_memory_reserved()
     if a.allocator == "gpuheap":
         r["gpuheap_pools"] = gpuheap.torch.graph_pools()
+    if a.dump:
+        dump(a.dump, a.allocator == "torch")
     print(json.dumps(r), flush=True)
     del keep
     return 0
