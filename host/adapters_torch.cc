@@ -166,6 +166,9 @@ struct gh_pool {
   int uses = 0;                              /* begins not yet released (PyTorch's use count: a graph's
                                                 capture holds one until the graph goes) */
   bool released = false;                     /* uses fell to 0 */
+  bool warmed = false;                       /* a begin allocated with no capture underway (CUDA graph
+                                                trees' warm-ups and input copies): no block kept by
+                                                one graph becomes another's temporary */
 };
 
 struct gh_pools {
@@ -313,6 +316,8 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
     if (capturing) {
       gh_capture_seen(P, id, *mine);
       owner = mine->serial;
+    } else {
+      pool.warmed = true;
     }
     /* A freed block of this stream and size that no graph owns, or this
      * capture's own. */
@@ -369,7 +374,19 @@ bool gh_pool_free(void* ptr, gh_stream_t stream) {
     gh_begin* b = pit != P.pools.end() ? gh_begin_for(pit->second, stream) : nullptr;
     if (b && gh_stream_capturing(stream)) {
       gh_capture_seen(P, it->second.pool, *b);
-      if (it->second.owner == 0) it->second.owner = b->serial;
+      gh_block& k = it->second;
+      if (k.owner == 0) {
+        k.owner = b->serial;
+      } else if (k.owner != b->serial && k.kept && !pit->second.warmed && gh_pool_share()) {
+        /* Kept by an earlier graph (its output, say a forward's saved
+         * activation) and dead in this one (the backward that reads it):
+         * this capture's temporary from here, as PyTorch's pools have it,
+         * the order of replays being the order of captures. Not where CUDA
+         * graph trees warm up (run 9's block freed just so). */
+        k.owner = b->serial;
+        k.kept = false;
+        gh_pool_log("free %p: dead in a later capture, its temporary", ptr);
+      }
     }
     gh_pool_log("free %p%s", ptr, it->second.adopted ? " (adopted: kept)" : it->second.shared ? " (shared)" : "");
     if (!it->second.adopted) retired = gh_block_done(P, it);  /* else its storage keeps it */

@@ -305,6 +305,53 @@ static void shared_temporaries() {
   CHECK(pool_counts().blocks == 0 && pool_counts().retired == 0);
 }
 
+/* make_graphed_callables' pattern: one pool, no warm-up in it; a forward
+ * capture keeps its saved activation (held at its end) and its output;
+ * the backward capture reads the activation and frees it. From that free
+ * the block is the backward's temporary (given again in it), then, shared,
+ * any later capture's, as PyTorch's pools have it. Where the pool has seen
+ * a warm-up (CUDA graph trees), the same free leaves it the forward's
+ * graph's: run 9's input copy was freed just so. The output, freed with no
+ * capture underway, stays the forward's either way. */
+static void dead_in_later_capture(bool warmed) {
+  const gh_mempool_id gc{warmed ? 41u : 40u, 0};
+  if (warmed) {  /* a warm-up allocating to the pool with no capture */
+    gh_torch_begin_allocate_to_pool(0, gc, [](gh_stream_t s) { return s == CAP; });
+    void* w = alloc(4 * MiB, CAP);
+    gh_torch_free(w, 4 * MiB, 0, CAP);
+    gh_torch_end_allocate_to_pool(0, gc);
+  }
+  capture_begin(gc, cap_filter());              /* the forward */
+  void* saved = alloc(2 * MiB, CAP);
+  void* out = alloc(2 * MiB, CAP);
+  capture_end(gc);
+  capture_begin(gc, cap_filter());              /* the backward */
+  void* grad = alloc(2 * MiB, CAP);
+  gh_torch_free(saved, 2 * MiB, 0, CAP);        /* read, then dead */
+  void* tmp = alloc(2 * MiB, CAP);
+  const bool freed_shares = share && !warmed;
+  CHECK(freed_shares ? tmp == saved : tmp != saved);
+  CHECK(tmp != out && tmp != grad && tmp != nullptr);
+  gh_torch_free(tmp, 2 * MiB, 0, CAP);
+  capture_end(gc);
+  gh_torch_free(out, 2 * MiB, 0, CAP);          /* the program drops the output */
+  capture_begin(gc, cap_filter());              /* a later capture */
+  void* c1 = alloc(2 * MiB, CAP);
+  void* c2 = alloc(2 * MiB, CAP);
+  for (void* c : {c1, c2}) CHECK(c != out && c != grad && c != nullptr);
+  if (freed_shares) CHECK(c1 == saved || c2 == saved);
+  if (!share || warmed) CHECK(c1 != saved && c2 != saved);
+  if (share && warmed) CHECK(c1 == tmp || c2 == tmp);  /* the backward's own temporary */
+  gh_torch_free(c1, 2 * MiB, 0, CAP);
+  gh_torch_free(c2, 2 * MiB, 0, CAP);
+  capture_end(gc);
+  const counts k = pool_counts();
+  std::printf("dead in a later capture%s: %zu blocks in the pool\n", warmed ? " (warmed pool)" : "", k.blocks);
+  gh_torch_free(grad, 2 * MiB, 0, CAP);
+  for (int i = 0; i < (warmed ? 4 : 3); i++) gh_torch_release_pool(0, gc);
+  CHECK(pool_counts().blocks == 0 && pool_counts().retired == 0);
+}
+
 /* CUDA graph trees' input copies (bench/results/logs-compile/ run 9): the
  * trees copy a recording's inputs into pool blocks made with no capture
  * underway, and the graph reads them at every replay. A forward's input
@@ -492,6 +539,9 @@ int main() {
   shared_pool_and_adoption();
   trees_input_copies();
   shared_temporaries();
+  CHECK(stats().pinned_tensors == pinned0);
+  dead_in_later_capture(false);
+  dead_in_later_capture(true);
   CHECK(stats().pinned_tensors == pinned0);
 
   for (void* p : keep) gh_torch_free(p, 4 * MiB, 0, OTHER);
