@@ -40,11 +40,14 @@
  *     held when a capture began or ended (an input, the trees' input
  *     copies among them, or an output) belongs to that capture's graph,
  *     which reads or writes it at every replay: no other capture and no
- *     warm-up gets it, though PyTorch's own pools share such memory too
- *     and rely on CUDA graph trees to know when a graph's outputs are dead
- *     (they did not, once: bench/results/logs-compile/ run 9, where
- *     another function's recording took the memory of a replayed forward's
- *     saved input and the backward read the other graph's output there).
+ *     warm-up gets it (but in a pool with no warm-up, such a block that a
+ *     later capture frees, a forward's saved activation freed by its
+ *     backward, is that capture's temporary from then on), though
+ *     PyTorch's own pools share such memory too and rely on CUDA graph
+ *     trees to know when a graph's outputs are dead (they did not, once:
+ *     bench/results/logs-compile/ run 9, where another function's
+ *     recording took the memory of a replayed forward's saved input and
+ *     the backward read the other graph's output there).
  *     GPUHEAP_POOL_SHARE=0 keeps temporaries with their graph as well. A
  *     block record_stream'ed on another stream is kept and never given
  *     again;

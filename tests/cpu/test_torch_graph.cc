@@ -22,7 +22,10 @@
  *     its last use is released (PyTorch's use count); a block a capture
  *     used is given again in that capture only, never to another graph's
  *     capture or a warm-up, and neither is a block the program held while
- *     a capture ran (the trees' input copies); a warm-up's blocks are;
+ *     a capture ran (the trees' input copies); a warm-up's blocks are; in
+ *     a pool with no warm-up, a block a graph kept that a later capture
+ *     frees is that capture's temporary (make_graphed_callables' saved
+ *     activations), in one with a warm-up still its graph's;
  *   - CUDA graph trees' checkpoint restore: blocks adopted (kept from reuse),
  *     given up (reused), listed; adopting a foreign block refused; a block
  *     held and adopted freed once both let it go; an adopted block outlives
