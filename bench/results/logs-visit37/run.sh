@@ -3,12 +3,12 @@
 # time allows: the build, the C GPU tests, graph_pools.py's trees program on
 # PyTorch's allocator, gpuheap and gpuheap with GPUHEAP_POOL_SHARE=0, the
 # callables program dumped on both allocators, then the Python GPU tests.
-# $OUT set by the device tool; DEADLINE (seconds, default 440) bounds the
+# $OUT set by the device tool; DEADLINE (seconds, default 380) bounds the
 # whole.
 set -u
 . tools/env.sh
 out=${OUT:-$PWD/gpu-out}; mkdir -p "$out"
-deadline=${DEADLINE:-440}
+deadline=${DEADLINE:-380}
 left() { echo $((deadline - SECONDS)); }
 cap() { local l; l=$(left); echo $(( l < $1 ? l : $1 )); }
 GH_REV=${GH_REV:-unknown} bash tools/gpu-run.sh build 2>&1 | tail -3
