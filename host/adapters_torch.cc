@@ -339,8 +339,8 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
       b.held = true;
       if (capturing) b.owner = owner;
       pool.reusable.erase(r);
-      gh_pool_log("again %p %zu (block %zu) stream %p pool %llu,%llu", *out, want, b.size, stream,
-                  (unsigned long long)id.first, (unsigned long long)id.second);
+      gh_pool_log("again %p %zu (block %zu) stream %p pool %llu,%llu%s", *out, want, b.size, stream,
+                  (unsigned long long)id.first, (unsigned long long)id.second, capturing ? "" : " (no capture)");
       return GH_OK;
     }
   }

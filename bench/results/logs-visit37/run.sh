@@ -31,7 +31,9 @@ pool share GPUHEAP_POOL_SHARE=1 gpuheap trees
 pool keep GPUHEAP_POOL_SHARE=0 gpuheap trees
 pool torch GPUHEAP_POOL_SHARE=1 torch callables --dump "$out/callables-torch.json"
 pool share GPUHEAP_POOL_LOG=1 gpuheap callables --dump "$out/callables-share.json"
-grep -c . "$out/callables-share.log"
+# the pool log replayed by gpuheap's rules (--check: as logged) and with
+# splitting, beside PyTorch's pool bytes (bench/pool_replay.py)
+python3 bench/pool_replay.py "$out/callables-share.log" --check --torch-dump "$out/callables-torch.json"
 gzip -9 "$out/callables-share.log" 2>/dev/null
 if [ "$(left)" -gt 60 ]; then
   timeout "$(cap 400)" ctest --test-dir build-gpu -L gpu -R "^python_gpu" -LE sanitizer --output-on-failure \

@@ -1,0 +1,241 @@
+"""Replay a CUDA graph pool log (GPUHEAP_POOL_LOG=1's lines on stderr) under
+gpuheap's pool rules and under a variant that splits freed blocks, and
+print each one's pool bytes: what splitting would save a program before it
+is built (bench/NOTES.md, host side, row 143).
+
+  python3 bench/pool_replay.py LOG [--pool ID] [--torch-dump FILE] [--check]
+
+LOG: a file of the program's stderr (plain, .gz or .xz); only lines
+starting "gpuheap pool: " are read. The model covers pools that only
+captures allocate to (torch.cuda.graph, make_graphed_callables): a begin
+is a capture, and a pool with a warm-up (CUDA graph trees) is refused.
+
+Policies, each over the log's requests (sizes, streams, frees, begins,
+ends) with its own placement:
+  rules  host/adapters_torch.cc's: a freed block goes again to a request of
+         its stream from its size less a fifth to its size, in its capture,
+         and after the capture's end to any capture if it was a temporary
+         (made or given and freed in the capture, or kept by an earlier
+         graph and dead in this one); blocks held when a capture began or
+         ended stay that graph's
+  split  the same, but where no block fits so, a request over 1 MiB takes
+         the smallest freed block of its stream it may take that leaves at
+         least 1 MiB, split there (the rest a freed block of the same
+         segment); adjacent freed blocks of one segment with the same owner
+         merge; the pool's bytes are its segments'
+
+--check: the rules policy must make the log's own choices (each "new" a
+new block, each "again" the block logged); exits 1 where it does not.
+--torch-dump: bench/graph_pools.py --dump's file from PyTorch's allocator:
+its pool segments' bytes, for comparison."""
+import argparse
+import gzip
+import json
+import lzma
+import re
+import sys
+
+MiB = 1 << 20
+LINE = re.compile(r"gpuheap pool: (\w+) (.*)$")
+
+
+def open_log(path):
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt")
+    if path.endswith(".xz"):
+        return lzma.open(path, "rt")
+    return open(path)
+
+
+def events(path):
+    """The log as (kind, fields) tuples: begin/end/release (pool), new/again
+    (ptr, want, stream, pool[, block]), free (ptr), record (ptr)."""
+    out = []
+    with open_log(path) as f:
+        for line in f:
+            m = LINE.search(line)
+            if not m:
+                continue
+            kind, rest = m.groups()
+            w = rest.split()
+            if kind in ("begin", "end", "release"):
+                out.append((kind, {"pool": w[1]}))
+            elif kind == "new":  # owner 0: made with no capture underway
+                out.append(("new", {"ptr": w[0], "want": int(w[1]), "stream": w[3], "pool": w[5],
+                                    "warm": len(w) > 7 and w[7] == "0"}))
+            elif kind == "again":
+                out.append(("again", {"ptr": w[0], "want": int(w[1]), "block": int(w[3].rstrip(")")),
+                                      "stream": w[5], "pool": w[7], "warm": "(no capture)" in rest}))
+            elif kind == "free" and not w[0].endswith(":"):
+                out.append(("free", {"ptr": w[0]}))
+            elif kind == "record_stream":
+                out.append(("record", {"ptr": w[0]}))
+    return out
+
+
+class Block:
+    def __init__(self, seg, off, size, stream, pool):
+        self.seg, self.off, self.size, self.stream, self.pool = seg, off, size, stream, pool
+        self.held, self.owner, self.kept, self.shared = True, 0, False, False
+
+
+class Pools:
+    """One policy's pools. alloc() returns a block; free() takes one."""
+
+    def __init__(self, split):
+        self.split = split
+        self.blocks = []          # every block, freed or not
+        self.reusable = {}        # freed blocks that may go again -> the order they became so
+        self.seq = 0
+        self.begins = {}          # pool -> [serial, ...] underway
+        self.serial = 0
+        self.segments = {}        # segment id -> bytes
+        self.cap = {}             # pool -> serial of the capture underway
+
+    def own_held(self, pool, serial):
+        for b in self.blocks:
+            if b.pool == pool and b.held and b.owner in (0, serial):
+                b.owner, b.kept = serial, True
+
+    def begin(self, pool):
+        self.serial += 1
+        self.begins.setdefault(pool, []).append(self.serial)
+        self.own_held(pool, self.serial)
+
+    def end(self, pool):
+        serial = self.begins[pool].pop(0)
+        self.own_held(pool, serial)
+        for b in list(self.reusable):
+            if b.pool == pool and b.owner == serial:
+                if b.kept:
+                    del self.reusable[b]
+                else:
+                    b.owner = 0
+        self.merge_all()
+
+    def may_take(self, b, pool, stream, serial):
+        return b.pool == pool and b.stream == stream and b.owner in (0, serial)
+
+    def alloc(self, pool, want, stream):
+        serial = self.begins[pool][0]
+        fits = [b for b in self.reusable if self.may_take(b, pool, stream, serial) and want <= b.size <= want + want // 4]
+        if fits:
+            b = min(fits, key=lambda b: (b.size, self.reusable[b]))
+        elif self.split and want > MiB:
+            room = [b for b in self.reusable if self.may_take(b, pool, stream, serial) and b.size >= want + MiB]
+            if not room:
+                return self.new(pool, want, stream, serial)
+            b = min(room, key=lambda b: (b.size, self.reusable[b]))
+            take = -(-want // 512) * 512
+            rest = Block(b.seg, b.off + take, b.size - take, stream, pool)
+            rest.held, rest.owner = False, b.owner
+            self.blocks.append(rest)
+            self.keep(rest)
+            b.size = take
+        else:
+            return self.new(pool, want, stream, serial)
+        del self.reusable[b]
+        b.held, b.owner = True, serial
+        return b
+
+    def keep(self, b):
+        self.seq += 1
+        self.reusable[b] = self.seq
+
+    def new(self, pool, want, stream, serial):
+        seg = len(self.segments)
+        self.segments[seg] = want
+        b = Block(seg, 0, want, stream, pool)
+        b.owner = serial
+        self.blocks.append(b)
+        return b
+
+    def free(self, b):
+        b.held = False
+        active = self.begins.get(b.pool, [])
+        if active:
+            serial = active[0]
+            if b.owner == 0:
+                b.owner = serial
+            elif b.owner != serial and b.kept:
+                b.owner, b.kept = serial, False
+        if not b.shared and (b.owner == 0 or b.owner in active):
+            self.keep(b)
+            self.merge_all()
+
+    def merge_all(self):
+        if not self.split:
+            return
+        by_seg = {}
+        for b in self.reusable:
+            by_seg.setdefault(b.seg, []).append(b)
+        for parts in by_seg.values():
+            parts.sort(key=lambda b: b.off)
+            for a, c in zip(parts, parts[1:]):
+                if a in self.reusable and a.off + a.size == c.off and a.owner == c.owner and a.stream == c.stream:
+                    c.off, c.size = a.off, a.size + c.size
+                    del self.reusable[a]
+                    self.blocks.remove(a)
+
+    def bytes(self):
+        return sum(self.segments.values())
+
+
+def replay(evs, split, check=False):
+    """One policy over the events; (its Pools, how many choices differed
+    from the log's)."""
+    P = Pools(split)
+    live = {}  # the log's pointer -> this policy's block
+    bad = 0
+    for kind, f in evs:
+        if kind == "begin":
+            P.begin(f["pool"])
+        elif kind == "end":
+            P.end(f["pool"])
+        elif kind in ("new", "again"):
+            if f["warm"] or not P.begins.get(f["pool"]):
+                raise SystemExit(f"pool_replay: pool {f['pool']}: an allocation with no capture underway "
+                                 "(a warm-up, CUDA graph trees): not modeled")
+            n = len(P.segments)
+            b = P.alloc(f["pool"], f["want"], f["stream"])
+            if check:
+                made = len(P.segments) > n
+                if (kind == "new") != made or (kind == "again" and live.get(("was", f["ptr"])) is not b):
+                    bad += 1
+                    print(f"pool_replay: {kind} {f['ptr']} {f['want']}: the rules made another choice", file=sys.stderr)
+            live[f["ptr"]] = b
+            live[("was", f["ptr"])] = b
+        elif kind == "free" and f["ptr"] in live:
+            P.free(live.pop(f["ptr"]))
+        elif kind == "record" and f["ptr"] in live:
+            live[f["ptr"]].shared = True
+    return P, bad
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("log")
+    ap.add_argument("--torch-dump", metavar="FILE")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--pool", metavar="ID", help="only this pool's events (its id as the log writes it, e.g. 0,1)")
+    a = ap.parse_args()
+    evs = events(a.log)
+    if a.pool:
+        evs = [e for e in evs if e[1].get("pool", a.pool) == a.pool]
+    r = {"requests": sum(k in ("new", "again") for k, _ in evs), "logged_new": sum(k == "new" for k, _ in evs)}
+    for name, split in (("rules", False), ("split", True)):
+        P, bad = replay(evs, split, a.check and not split)
+        r[name] = {"pool_bytes": P.bytes(), "segments": len(P.segments),
+                   "held_bytes": sum(b.size for b in P.blocks if b.held)}
+        if a.check and not split:
+            r[name]["choices_unlike_log"] = bad
+    if a.torch_dump:
+        with open(a.torch_dump) as f:
+            segs = [s for s in json.load(f)["segments"] if tuple(s["pool"]) != (0, 0)]
+        r["torch"] = {"pool_bytes": sum(s["total_size"] for s in segs), "segments": len(segs)}
+    print(json.dumps(r))
+    return 1 if a.check and r["rules"].get("choices_unlike_log") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""bench/pool_replay.py: graph pool logs whose replays follow by hand (no
+GPU, no torch)."""
+import contextlib
+import importlib.util
+import io
+import os
+import sys
+import tempfile
+import unittest
+
+PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "pool_replay.py")
+MiB = 1 << 20
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("pool_replay", PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def log(*lines):
+    return "".join(f"gpuheap pool: {line}\n" for line in lines)
+
+
+# make_graphed_callables' shape, one module: the forward keeps its saved
+# activation (0xa0) and its output (placed on 0x90, its first layer's
+# output, a temporary freed before it); the backward frees the saved activation (dead there: its
+# temporary) and asks for two 16 MiB weight gradients, which only a split
+# could place in the freed 32 MiB blocks; a later capture asks for 32 MiB.
+CALLABLES = log(
+    "begin pool 0,1 (active 1, uses 1)",
+    f"new 0x90 {32 * MiB} stream 0x1 pool 0,1 owner 1",
+    f"new 0xa0 {32 * MiB} stream 0x1 pool 0,1 owner 1",
+    "free 0x90",
+    f"again 0x90 {32 * MiB} (block {32 * MiB}) stream 0x1 pool 0,1",
+    "end pool 0,1 (active 0)",
+    "begin pool 0,1 (active 1, uses 2)",
+    f"new 0xc0 {32 * MiB} stream 0x1 pool 0,1 owner 2",
+    "free 0xa0: dead in a later capture, its temporary",
+    "free 0xa0",
+    f"new 0xd0 {16 * MiB} stream 0x1 pool 0,1 owner 2",
+    f"new 0xe0 {16 * MiB} stream 0x1 pool 0,1 owner 2",
+    "free 0xc0",
+    "end pool 0,1 (active 0)",
+    "begin pool 0,1 (active 1, uses 3)",
+    f"again 0xa0 {32 * MiB} (block {32 * MiB}) stream 0x1 pool 0,1",
+    "end pool 0,1 (active 0)",
+)
+
+
+class TestPoolReplay(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.m = load()
+        cls.dir = tempfile.TemporaryDirectory()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def write(self, text, name="pool.log"):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def run_main(self, *args):
+        out, err = io.StringIO(), io.StringIO()
+        argv = sys.argv
+        sys.argv = ["pool_replay.py", *args]
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = self.m.main()
+        finally:
+            sys.argv = argv
+        import json
+        return rc, json.loads(out.getvalue()), err.getvalue()
+
+    def test_rules_follow_the_log(self):
+        rc, r, err = self.run_main(self.write(CALLABLES), "--check")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(r["requests"], 7)
+        self.assertEqual(r["rules"]["choices_unlike_log"], 0)
+        # 0x90, 0xa0, 0xc0 (32 MiB) and 0xd0, 0xe0 (16 MiB)
+        self.assertEqual(r["rules"]["pool_bytes"], 128 * MiB)
+        self.assertEqual(r["rules"]["segments"], 5)
+
+    def test_split_places_the_gradients_in_freed_blocks(self):
+        rc, r, _ = self.run_main(self.write(CALLABLES))
+        self.assertEqual(rc, 0)
+        # the two 16 MiB gradients split 0xa0 (freed in the backward before
+        # them); 0xc0, freed at the end, serves the last capture's 32 MiB
+        self.assertEqual(r["split"]["pool_bytes"], 96 * MiB)
+        self.assertEqual(r["split"]["segments"], 3)
+        self.assertEqual(r["split"]["held_bytes"], r["rules"]["held_bytes"])
+
+    def test_split_pieces_merge_back(self):
+        text = log(
+            "begin pool 0,1 (active 1, uses 1)",
+            f"new 0xa0 {32 * MiB} stream 0x1 pool 0,1 owner 1",
+            "free 0xa0",
+            f"new 0xb0 {16 * MiB} stream 0x1 pool 0,1 owner 1",
+            f"new 0xc0 {16 * MiB} stream 0x1 pool 0,1 owner 1",
+            "free 0xb0",
+            "free 0xc0",
+            f"again 0xa0 {32 * MiB} (block {32 * MiB}) stream 0x1 pool 0,1",
+            "end pool 0,1 (active 0)")
+        _, r, _ = self.run_main(self.write(text))
+        self.assertEqual(r["split"]["pool_bytes"], 32 * MiB)  # split in two, merged, taken whole
+        self.assertEqual(r["rules"]["pool_bytes"], 64 * MiB)
+
+    def test_other_streams_and_kept_blocks_are_not_taken(self):
+        text = log(
+            "begin pool 0,1 (active 1, uses 1)",
+            f"new 0xa0 {32 * MiB} stream 0x1 pool 0,1 owner 1",   # the graph's output: held at its end
+            f"new 0xb0 {32 * MiB} stream 0x2 pool 0,1 owner 1",
+            "free 0xb0",                                           # a temporary of stream 0x2
+            "end pool 0,1 (active 0)",
+            "free 0xa0",                                           # dropped after the capture: stays the graph's
+            "begin pool 0,1 (active 1, uses 2)",
+            f"new 0xc0 {16 * MiB} stream 0x1 pool 0,1 owner 2",
+            "end pool 0,1 (active 0)")
+        rc, r, err = self.run_main(self.write(text), "--check")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(r["split"]["pool_bytes"], 80 * MiB)
+
+    def test_a_choice_unlike_the_log_is_reported(self):
+        text = CALLABLES.replace(f"again 0xa0 {32 * MiB} (block {32 * MiB})", f"new 0xf0 {32 * MiB}")
+        rc, r, err = self.run_main(self.write(text, "unlike.log"), "--check")
+        self.assertEqual(rc, 1)
+        self.assertEqual(r["rules"]["choices_unlike_log"], 1)
+        self.assertIn("new 0xf0", err)
+
+    def test_a_warm_up_is_refused(self):
+        for line in (f"new 0xa0 {MiB} stream 0x1 pool 0,1 owner 0",
+                     f"again 0xa0 {MiB} (block {MiB}) stream 0x1 pool 0,1 (no capture)"):
+            text = log("begin pool 0,1 (active 1, uses 1)", line, "end pool 0,1 (active 0)")
+            with self.assertRaises(SystemExit):
+                self.run_main(self.write(text, "warm.log"))
+        text = log(f"new 0xa0 {MiB} stream 0x1 pool 0,1 owner 1")  # no begin
+        with self.assertRaises(SystemExit):
+            self.run_main(self.write(text, "nobegin.log"))
+
+
+if __name__ == "__main__":
+    unittest.main()
