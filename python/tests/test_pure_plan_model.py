@@ -1,19 +1,18 @@
 """bench/plan_model.py: the model on traces whose answers follow by hand
 (no GPU, no torch)."""
-import importlib.util
 import os
+import sys
 import tempfile
 import unittest
 
-PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "plan_model.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench import load_bench  # noqa: E402
+
 MIB = 1 << 20
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("plan_model", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("plan_model")
 
 
 class PlanModel(unittest.TestCase):

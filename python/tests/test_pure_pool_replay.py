@@ -1,22 +1,21 @@
 """bench/pool_replay.py: graph pool logs whose replays follow by hand (no
 GPU, no torch)."""
 import contextlib
-import importlib.util
 import io
+import json
 import os
 import sys
 import tempfile
 import unittest
 
-PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "pool_replay.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench import load_bench  # noqa: E402
+
 MiB = 1 << 20
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("pool_replay", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("pool_replay")
 
 
 def log(*lines):
@@ -74,7 +73,6 @@ class TestPoolReplay(unittest.TestCase):
                 rc = self.m.main()
         finally:
             sys.argv = argv
-        import json
         return rc, json.loads(out.getvalue()), err.getvalue()
 
     def test_rules_follow_the_log(self):

@@ -1,20 +1,19 @@
 """bench/trace_room.py: the room of a backward on traces whose answers
 follow by hand (no GPU, no torch)."""
-import importlib.util
 import lzma
 import os
+import sys
 import tempfile
 import unittest
 
-PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "trace_room.py")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _bench import load_bench  # noqa: E402
+
 MB = 10**6
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("trace_room", PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("trace_room")
 
 
 # One step: a forward saves A, B, C (100 MB each) and advises them cold;
