@@ -61,8 +61,11 @@ def events(path):
             if kind in ("begin", "end", "release"):
                 out.append((kind, {"pool": w[1]}))
             elif kind == "new":  # owner 0: made with no capture underway
+                if len(w) < 8:
+                    raise SystemExit("pool_replay: a log without blocks' owners (before f024ed1): "
+                                     "warm-ups cannot be told from captures")
                 out.append(("new", {"ptr": w[0], "want": int(w[1]), "stream": w[3], "pool": w[5],
-                                    "warm": len(w) > 7 and w[7] == "0"}))
+                                    "warm": w[7] == "0"}))
             elif kind == "again":
                 out.append(("again", {"ptr": w[0], "want": int(w[1]), "block": int(w[3].rstrip(")")),
                                       "stream": w[5], "pool": w[7], "warm": "(no capture)" in rest}))

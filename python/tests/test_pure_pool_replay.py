@@ -124,7 +124,8 @@ class TestPoolReplay(unittest.TestCase):
         self.assertEqual(r["split"]["pool_bytes"], 80 * MiB)
 
     def test_a_choice_unlike_the_log_is_reported(self):
-        text = CALLABLES.replace(f"again 0xa0 {32 * MiB} (block {32 * MiB})", f"new 0xf0 {32 * MiB}")
+        text = CALLABLES.replace(f"again 0xa0 {32 * MiB} (block {32 * MiB}) stream 0x1 pool 0,1",
+                                 f"new 0xf0 {32 * MiB} stream 0x1 pool 0,1 owner 3")
         rc, r, err = self.run_main(self.write(text, "unlike.log"), "--check")
         self.assertEqual(rc, 1)
         self.assertEqual(r["rules"]["choices_unlike_log"], 1)
@@ -136,6 +137,9 @@ class TestPoolReplay(unittest.TestCase):
             text = log("begin pool 0,1 (active 1, uses 1)", line, "end pool 0,1 (active 0)")
             with self.assertRaises(SystemExit):
                 self.run_main(self.write(text, "warm.log"))
+        text = log("begin pool 0,1 (active 1, uses 1)", f"new 0xa0 {MiB} stream 0x1 pool 0,1")  # no owner
+        with self.assertRaises(SystemExit):
+            self.run_main(self.write(text, "old.log"))
         text = log(f"new 0xa0 {MiB} stream 0x1 pool 0,1 owner 1")  # no begin
         with self.assertRaises(SystemExit):
             self.run_main(self.write(text, "nobegin.log"))
