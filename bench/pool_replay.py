@@ -3,7 +3,7 @@ gpuheap's pool rules and under a variant that splits freed blocks, and
 print each one's pool bytes: what splitting would save a program before it
 is built (bench/NOTES.md, host side, row 143).
 
-  python3 bench/pool_replay.py LOG [--pool ID] [--torch-dump FILE] [--check]
+  python3 bench/pool_replay.py LOG [--pool ID] [--torch-dump FILE] [--check [POLICY]]
 
 LOG: a file of the program's stderr (plain, .gz or .xz); only lines
 starting "gpuheap pool: " are read. The model covers pools that only
@@ -23,8 +23,12 @@ ends) with its own placement:
          least 1 MiB, split there (the rest a freed block of the same
          segment); adjacent freed blocks of one segment with the same owner
          merge; the pool's bytes are its segments'
+  before_2f9e9c4  the rules without 2f9e9c4's (a block an earlier graph
+         kept stays its graph's wherever it is freed): device visit 36's
+  keep   GPUHEAP_POOL_SHARE=0: every block a capture used stays its graph's
 
---check: the rules policy must make the log's own choices (each "new" a
+--check [POLICY]: that policy (rules unless named; keep for a log made
+with GPUHEAP_POOL_SHARE=0) must make the log's own choices (each "new" a
 new block, each "again" the block logged); exits 1 where it does not.
 --torch-dump: bench/graph_pools.py --dump's file from PyTorch's allocator:
 its pool segments' bytes, for comparison."""
@@ -85,15 +89,14 @@ class Block:
 class Pools:
     """One policy's pools. alloc() returns a block; free() takes one."""
 
-    def __init__(self, split):
-        self.split = split
+    def __init__(self, split=False, share=True, dead_later=True):
+        self.split, self.share, self.dead_later = split, share, dead_later
         self.blocks = []          # every block, freed or not
         self.reusable = {}        # freed blocks that may go again -> the order they became so
         self.seq = 0
         self.begins = {}          # pool -> [serial, ...] underway
         self.serial = 0
         self.segments = {}        # segment id -> bytes
-        self.cap = {}             # pool -> serial of the capture underway
 
     def own_held(self, pool, serial):
         for b in self.blocks:
@@ -110,7 +113,7 @@ class Pools:
         self.own_held(pool, serial)
         for b in list(self.reusable):
             if b.pool == pool and b.owner == serial:
-                if b.kept:
+                if b.kept or not self.share:
                     del self.reusable[b]
                 else:
                     b.owner = 0
@@ -160,7 +163,7 @@ class Pools:
             serial = active[0]
             if b.owner == 0:
                 b.owner = serial
-            elif b.owner != serial and b.kept:
+            elif b.owner != serial and b.kept and self.share and self.dead_later:
                 b.owner, b.kept = serial, False
         if not b.shared and (b.owner == 0 or b.owner in active):
             self.keep(b)
@@ -184,10 +187,14 @@ class Pools:
         return sum(self.segments.values())
 
 
-def replay(evs, split, check=False):
-    """One policy over the events; (its Pools, how many choices differed
-    from the log's)."""
-    P = Pools(split)
+POLICIES = {"rules": {}, "split": {"split": True}, "before_2f9e9c4": {"dead_later": False},
+            "keep": {"share": False, "dead_later": False}}
+
+
+def replay(evs, policy, check=False):
+    """One policy of POLICIES over the events; (its Pools, how many choices
+    differed from the log's)."""
+    P = Pools(**POLICIES[policy])
     live = {}  # the log's pointer -> this policy's block
     bad = 0
     for kind, f in evs:
@@ -205,7 +212,7 @@ def replay(evs, split, check=False):
                 made = len(P.segments) > n
                 if (kind == "new") != made or (kind == "again" and live.get(("was", f["ptr"])) is not b):
                     bad += 1
-                    print(f"pool_replay: {kind} {f['ptr']} {f['want']}: the rules made another choice", file=sys.stderr)
+                    print(f"pool_replay: {kind} {f['ptr']} {f['want']}: {policy} made another choice", file=sys.stderr)
             live[f["ptr"]] = b
             live[("was", f["ptr"])] = b
         elif kind == "free" and f["ptr"] in live:
@@ -219,25 +226,25 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log")
     ap.add_argument("--torch-dump", metavar="FILE")
-    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--check", nargs="?", const="rules", choices=sorted(POLICIES), metavar="POLICY")
     ap.add_argument("--pool", metavar="ID", help="only this pool's events (its id as the log writes it, e.g. 0,1)")
     a = ap.parse_args()
     evs = events(a.log)
     if a.pool:
         evs = [e for e in evs if e[1].get("pool", a.pool) == a.pool]
     r = {"requests": sum(k in ("new", "again") for k, _ in evs), "logged_new": sum(k == "new" for k, _ in evs)}
-    for name, split in (("rules", False), ("split", True)):
-        P, bad = replay(evs, split, a.check and not split)
+    for name in POLICIES:
+        P, bad = replay(evs, name, a.check == name)
         r[name] = {"pool_bytes": P.bytes(), "segments": len(P.segments),
                    "held_bytes": sum(b.size for b in P.blocks if b.held)}
-        if a.check and not split:
+        if a.check == name:
             r[name]["choices_unlike_log"] = bad
     if a.torch_dump:
         with open(a.torch_dump) as f:
             segs = [s for s in json.load(f)["segments"] if tuple(s["pool"]) != (0, 0)]
         r["torch"] = {"pool_bytes": sum(s["total_size"] for s in segs), "segments": len(segs)}
     print(json.dumps(r))
-    return 1 if a.check and r["rules"].get("choices_unlike_log") else 0
+    return 1 if a.check and r[a.check]["choices_unlike_log"] else 0
 
 
 if __name__ == "__main__":

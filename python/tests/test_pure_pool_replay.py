@@ -131,6 +131,18 @@ class TestPoolReplay(unittest.TestCase):
         self.assertEqual(r["rules"]["choices_unlike_log"], 1)
         self.assertIn("new 0xf0", err)
 
+    def test_older_rules(self):
+        # without 2f9e9c4 the saved activation stays the forward's: the
+        # last capture's 32 MiB is a new block; with GPUHEAP_POOL_SHARE=0
+        # the backward's temporary 0xc0 stays its graph's too
+        _, r, _ = self.run_main(self.write(CALLABLES))
+        self.assertEqual(r["before_2f9e9c4"]["pool_bytes"], 128 * MiB)
+        self.assertEqual(r["before_2f9e9c4"]["segments"], 5)  # 0xc0 serves the last capture
+        self.assertEqual(r["keep"]["pool_bytes"], 160 * MiB)
+        rc, r, err = self.run_main(self.write(CALLABLES), "--check", "keep")
+        self.assertEqual((rc, r["keep"]["choices_unlike_log"]), (1, 1))  # the log's last "again" is the rules'
+        self.assertIn("keep made another choice", err)
+
     def test_a_warm_up_is_refused(self):
         for line in (f"new 0xa0 {MiB} stream 0x1 pool 0,1 owner 0",
                      f"again 0xa0 {MiB} (block {MiB}) stream 0x1 pool 0,1 (no capture)"):
