@@ -556,30 +556,17 @@ namespace {
 int gh_block_state(const gh_block& b) {
   return b.freed ? GH_POOL_BLOCK_FREED : b.adopted ? GH_POOL_BLOCK_ADOPTED : GH_POOL_BLOCK_LIVE;
 }
-}  // namespace
 
-extern "C" size_t gh_torch_pool_blocks(unsigned long long id0, unsigned long long id1, uintptr_t* ptrs, int* states,
-                                       size_t cap) {
-  gh_pools& P = gh_pools_get();
-  const gh_mempool_id id{id0, id1};
-  std::lock_guard<std::mutex> g(P.mu);
-  size_t n = 0;
-  for (const auto& kv : P.blocks) {
-    if (kv.second.pool != id) continue;
-    if (n < cap) {
-      if (ptrs) ptrs[n] = (uintptr_t)kv.first;
-      if (states) states[n] = gh_block_state(kv.second);
-    }
-    n++;
-  }
-  return n;
-}
-
-extern "C" size_t gh_torch_pool_list(uintptr_t* ptrs, unsigned long long* pools, int* states, size_t cap) {
+/* The blocks of pool *only (every pool's when null), up to cap of them into
+ * ptrs, pools (each one's id, its two halves) and states, any of them
+ * null; how many there are. */
+size_t gh_list_blocks(const gh_mempool_id* only, uintptr_t* ptrs, unsigned long long* pools, int* states,
+                      size_t cap) {
   gh_pools& P = gh_pools_get();
   std::lock_guard<std::mutex> g(P.mu);
   size_t n = 0;
   for (const auto& kv : P.blocks) {
+    if (only && kv.second.pool != *only) continue;
     if (n < cap) {
       if (ptrs) ptrs[n] = (uintptr_t)kv.first;
       if (pools) {
@@ -591,6 +578,17 @@ extern "C" size_t gh_torch_pool_list(uintptr_t* ptrs, unsigned long long* pools,
     n++;
   }
   return n;
+}
+}  // namespace
+
+extern "C" size_t gh_torch_pool_blocks(unsigned long long id0, unsigned long long id1, uintptr_t* ptrs, int* states,
+                                       size_t cap) {
+  const gh_mempool_id id{id0, id1};
+  return gh_list_blocks(&id, ptrs, nullptr, states, cap);
+}
+
+extern "C" size_t gh_torch_pool_list(uintptr_t* ptrs, unsigned long long* pools, int* states, size_t cap) {
+  return gh_list_blocks(nullptr, ptrs, pools, states, cap);
 }
 
 extern "C" int gh_torch_pool_block_state(const void* ptr) {
