@@ -77,4 +77,14 @@ int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_byt
 
 gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap) { return heap ? heap->tm : NULL; }
 
+int _gh_heap_grow_channel(gh_heap_t* heap, uint32_t* words) {
+  if (heap == NULL || words == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_grow_channel: NULL argument");
+  gh_cpu_heap_core(heap->cpu)->grow = words;
+  return GH_OK;
+}
+
+int _gh_heap_bind_thread(gh_heap_t* heap) {
+  return heap ? GH_OK : _gh_error(GH_ERR_INVAL, "_gh_heap_bind_thread: NULL heap");
+}
+
 gh_cpu_heap_t* _gh_heap_cpu(gh_heap_t* heap) { return heap ? heap->cpu : NULL; }

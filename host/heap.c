@@ -17,7 +17,11 @@ struct gh_heap_s {
   uint32_t online_pages;   /* pages [online_pages, n_pages) are offline (managed heaps) */
   uint32_t frame_words;    /* page-bitmap words per frame */
   cudaStream_t side;       /* managed heaps: a stream that does not wait for the legacy one */
+  uint32_t* zeros;         /* managed heaps: GH_HEAP_ZEROS bytes of pinned zeros, copied over page words to
+                              publish pages (a copy engine's work, which no running kernel holds up) */
 };
+
+#define GH_HEAP_ZEROS ((size_t)65536)
 
 /* All metadata as new; pages from online_pages on offline (bits set). */
 static int zero_metadata(gh_heap_t* heap) {
@@ -32,6 +36,10 @@ static int zero_metadata(gh_heap_t* heap) {
 
 static int destroy_parts(gh_heap_t* heap) {
   int err = GH_OK;
+  if (heap->zeros) {
+    const cudaError_t e = cudaFreeHost(heap->zeros);
+    if (e != cudaSuccess) err = _gh_cuda_error((int)e, "cudaFreeHost(zeros)", __FILE__, __LINE__);
+  }
   if (heap->side) {
     const cudaError_t e = cudaStreamDestroy(heap->side);
     if (e != cudaSuccess) err = _gh_cuda_error((int)e, "cudaStreamDestroy", __FILE__, __LINE__);
@@ -125,6 +133,14 @@ static int heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* o
       destroy_parts(heap);
       return err;
     }
+    const cudaError_t z = cudaHostAlloc((void**)&heap->zeros, GH_HEAP_ZEROS, cudaHostAllocPortable);
+    if (z != cudaSuccess) {
+      heap->zeros = NULL;
+      err = _gh_cuda_error((int)z, "cudaHostAlloc(zeros)", __FILE__, __LINE__);
+      destroy_parts(heap);
+      return err;
+    }
+    memset(heap->zeros, 0, GH_HEAP_ZEROS);
   }
   err = zero_metadata(heap);
   if (!err) {
@@ -196,13 +212,42 @@ int _gh_heap_online(gh_heap_t* heap, size_t online_bytes) {
   if (pages <= heap->online_pages) return GH_OK;
   /* The frames are mapped; clearing their words publishes the pages. A copy
    * engine writes the words while kernels may run: no searcher changes an
-   * all-ones word (its claims need a zero bit), so nothing is lost. */
+   * all-ones word (its claims need a zero bit), so nothing is lost. A copy
+   * of zeros, not a memset: kernels that wait in place for this growth
+   * (grow.h) may hold every SM. */
   const uint32_t w0 = heap->online_pages / 32u, w1 = pages / 32u;
-  cudaError_t e = cudaMemsetAsync(heap->view.xpages + w0, 0, (size_t)(w1 - w0) * 4u, heap->side);
+  cudaError_t e = cudaSuccess;
+  for (size_t at = (size_t)w0 * 4u, end = (size_t)w1 * 4u; at < end && e == cudaSuccess; at += GH_HEAP_ZEROS) {
+    const size_t n = end - at < GH_HEAP_ZEROS ? end - at : GH_HEAP_ZEROS;
+    e = cudaMemcpyAsync((uint8_t*)heap->view.xpages + at, heap->zeros, n, cudaMemcpyHostToDevice, heap->side);
+  }
   const cudaError_t f = cudaStreamSynchronize(heap->side);
   if (e == cudaSuccess) e = f;
   if (e != cudaSuccess) return _gh_cuda_error((int)e, "cudaMemsetAsync(page bitmap)", __FILE__, __LINE__);
   heap->online_pages = pages;
+  return GH_OK;
+}
+
+int _gh_heap_grow_channel(gh_heap_t* heap, uint32_t* words) {
+  if (heap == NULL || heap->tm == NULL || words == NULL)
+    return _gh_error(GH_ERR_INVAL, "_gh_heap_grow_channel: NULL argument or not a managed heap");
+  void* d = NULL;
+  GH_CUDA_TRY(cudaHostGetDevicePointer(&d, words, 0));
+  heap->view.grow = (uint32_t*)d;
+  cudaError_t e = cudaMemcpyAsync(&heap->d_heap->grow, &heap->view.grow, sizeof heap->view.grow,
+                                  cudaMemcpyHostToDevice, heap->side);
+  const cudaError_t f = cudaStreamSynchronize(heap->side);
+  if (e == cudaSuccess) e = f;
+  if (e != cudaSuccess) {
+    heap->view.grow = NULL;
+    return _gh_cuda_error((int)e, "cudaMemcpyAsync(heap header: grow)", __FILE__, __LINE__);
+  }
+  return GH_OK;
+}
+
+int _gh_heap_bind_thread(gh_heap_t* heap) {
+  if (heap == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_bind_thread: NULL heap");
+  GH_CUDA_TRY(cudaSetDevice(heap->device));
   return GH_OK;
 }
 

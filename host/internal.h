@@ -77,6 +77,13 @@ int _gh_heap_online(gh_heap_t* heap, size_t online_bytes);
  * caller may unmap the frames beyond it. */
 int _gh_heap_offline_tail(gh_heap_t* heap, size_t keep_bytes, size_t* online_bytes);
 gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
+/* Growth on demand (include/gpuheap/grow.h): `words` (GH_GROW_WORDS words
+ * of host memory the device can reach: the provider's word_alloc) become
+ * the heap's channel to the host. Before any kernel uses the heap. */
+int _gh_heap_grow_channel(gh_heap_t* heap, uint32_t* words);
+/* Make the calling thread (the manager's growth thread) ready to call the
+ * functions above: the heap's device current. */
+int _gh_heap_bind_thread(gh_heap_t* heap);
 /* The ordinal of the device a tensor manager's frames are on. */
 int _gh_tmgr_device(const gh_tmgr_t* tm);
 /* The device's memory in bytes (cudaMemGetInfo's total), and what a

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpuheap/grow.h"
 #include "tensor_impl.h"
 
 /* ---------------------------------------------------------------- trace
@@ -648,6 +649,8 @@ void gh_tmgr_options_init(gh_tmgr_options_t* o) {
 }
 
 static void gh_tm_free_all(gh_tmgr_t* tm);
+static int gh_tm_grow_start(gh_tmgr_t* tm);
+static void gh_tm_grow_stop(gh_tmgr_t* tm);
 
 int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (!out) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: NULL result pointer");
@@ -660,8 +663,9 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (o.heap.device < 0) o.heap.device = o.device;
   if (o.heap_max_bytes < o.heap_bytes) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: heap_max_bytes < heap_bytes");
   if (o.flags & ~GH_TMGR_GROW_ON_DEMAND) return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: unknown flags %#x", o.flags);
-  if (o.flags & GH_TMGR_GROW_ON_DEMAND)
-    return _gh_error(GH_ERR_UNSUPPORTED, "gh_tmgr_create: GH_TMGR_GROW_ON_DEMAND is not implemented yet");
+  if ((o.flags & GH_TMGR_GROW_ON_DEMAND) && !(o.heap_bytes > 0 && o.heap_max_bytes > o.heap_bytes))
+    return _gh_error(GH_ERR_INVAL, "gh_tmgr_create: GH_TMGR_GROW_ON_DEMAND needs a heap that can grow "
+                                   "(heap_max_bytes > heap_bytes > 0)");
   const gh_frames_ops_t* ops = _gh_frames_select(o.backend);
   if (!ops) return o.backend == GH_BACKEND_CUDA_VMM ? GH_ERR_UNSUPPORTED : GH_ERR_INVAL;
 
@@ -907,6 +911,10 @@ int gh_tmgr_create(gh_tmgr_t** out, const gh_tmgr_options_t* opts) {
   if (tm->pool_target) {
     if (pthread_create(&tm->pool_thread, NULL, _gh_tm_pool_main, tm) == 0) tm->pool_running = 1;
   }
+  if (o.flags & GH_TMGR_GROW_ON_DEMAND) {
+    rc = gh_tm_grow_start(tm);
+    if (rc != GH_OK) goto fail;
+  }
   /* The mover, where the provider can make a stream wait for a word (else,
    * or if it cannot start, ordered moves remap on the calling thread). */
   if (!tm->mover_off && ops->stream_wait_value && ops->word_alloc(tm->fr, &tm->word) == GH_OK) {
@@ -971,6 +979,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
     if (tm->copy_stream) tm->ops->stream_destroy(tm->fr, tm->copy_stream);
     if (tm->side_stream) tm->ops->stream_destroy(tm->fr, tm->side_stream);
     if (tm->word) tm->ops->word_free(tm->fr, tm->word);
+    if (tm->grow_words) tm->ops->word_free(tm->fr, tm->grow_words);
     tm->ops->close(tm->fr);
   }
   free(tm->vf);
@@ -997,6 +1006,7 @@ static void gh_tm_free_all(gh_tmgr_t* tm) {
 
 int gh_tmgr_destroy(gh_tmgr_t* tm) {
   if (!tm) return GH_OK;
+  gh_tm_grow_stop(tm);
   if (tm->mover_on) {
     pthread_mutex_lock(&tm->jmu);
     tm->mover_stop = 1;  /* it finishes the jobs queued first */
@@ -1599,6 +1609,8 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->ordered_moves = tm->ordered_moves;
   s->chunk_frames = tm->chunk;
   s->chunk_changes = tm->chunk_changes;
+  s->heap_grow_asks = __atomic_load_n(&tm->grow_asks, __ATOMIC_RELAXED);
+  s->heap_grow_denied = __atomic_load_n(&tm->grow_denied, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&tm->pmu);
 }
 
@@ -1856,10 +1868,53 @@ int gh_tmgr_set_oom_observer(gh_tmgr_t* tm, gh_oom_fn fn, void* user) {
   return GH_OK;
 }
 
-/* The device heap: grow past the high watermark (device frames within the
- * budget, evicting tensor frames for them; host frames when the budget is
- * spent), or give back trailing free frames down to what keeps occupancy
- * below the high watermark (never below the initial size). */
+/* Map k (<= GH_TM_HEAP_STEP) more frames for the device heap and publish
+ * them: device frames within the budget (evicting tensor frames for them),
+ * host frames when it is spent; all or as many as came. With `nowait`
+ * (growth on demand, kernels waiting for it: grow.h) only memory that
+ * waits for no stream: device frames the budget has free, new host frames. */
+static int gh_tm_heap_grow(gh_tmgr_t* tm, size_t k, int nowait) {
+  /* Single frames: the heap shrinks a frame at a time. */
+  gh_tm_pa_t pas[GH_TM_HEAP_STEP];
+  gh_pframe_t pfs[GH_TM_HEAP_STEP];
+  const size_t busy = gh_tm_dev_busy(tm) > tm->dev_used ? gh_tm_dev_busy(tm) : tm->dev_used;
+  const size_t free_f = tm->dev_budget_f > busy ? tm->dev_budget_f - busy : 0;
+  const size_t dev = nowait ? (free_f < k ? free_f : k) : _gh_tm_device_room(tm, k, NULL);
+  size_t got = 0;
+  for (; got < k; got++) {
+    /* The device heap's frames serve every stream: the host waits for copies. */
+    const int rc = nowait ? (got < dev ? _gh_tm_dev_new(tm, 1, &pas[got]) : _gh_tm_host_new(tm, 1, &pas[got]))
+                          : (got < dev ? _gh_tm_dev_get(tm, 1, &pas[got], NULL) : _gh_tm_host_get(tm, 1, &pas[got], NULL));
+    if (rc != GH_OK) break;
+    pfs[got] = pas[got].pf;
+  }
+  if (got == 0) return _gh_error(GH_ERR_BUDGET, "heap growth: no frame in either tier");
+  const size_t v0 = tm->heap_online_f;
+  int rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, v0), pfs, got));
+  if (rc != GH_OK) {
+    _gh_tm_pas_drop(tm, pas, got);
+    return rc;
+  }
+  _gh_tm_vf_set(tm, v0, pas, got);
+  for (size_t i = 0; i < got; i++) _gh_tm_count(tm, &tm->vf[v0 + i], +1);
+  rc = _gh_heap_online(tm->heap, (v0 + got) * tm->frame);
+  if (rc != GH_OK) {  /* not published: take the frames back */
+    GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, v0), got));
+    for (size_t i = 0; i < got; i++) {
+      _gh_tm_count(tm, &tm->vf[v0 + i], -1);
+      tm->vf[v0 + i].tier = GH_TIER_NONE;
+    }
+    _gh_tm_pas_drop(tm, pas, got);
+    return rc;
+  }
+  tm->heap_online_f = v0 + got;
+  tm->heap_grows += got;
+  return GH_OK;
+}
+
+/* The device heap: grow past the high watermark (by a quarter, at most
+ * GH_TM_HEAP_STEP frames), or give back trailing free frames down to what
+ * keeps occupancy below the high watermark (never below the initial size). */
 static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
   size_t used = 0, online = 0;
   int rc = _gh_heap_usage(tm->heap, &used, &online);
@@ -1869,39 +1924,7 @@ static int gh_tm_heap_maintain(gh_tmgr_t* tm) {
     size_t k = tm->heap_online_f / 4 ? tm->heap_online_f / 4 : 1;
     if (k > tm->heap_vf - tm->heap_online_f) k = tm->heap_vf - tm->heap_online_f;
     if (k > GH_TM_HEAP_STEP) k = GH_TM_HEAP_STEP;
-    /* Single frames: the heap shrinks a frame at a time. */
-    gh_tm_pa_t pas[GH_TM_HEAP_STEP];
-    gh_pframe_t pfs[GH_TM_HEAP_STEP];
-    const size_t dev = _gh_tm_device_room(tm, k, NULL);
-    size_t got = 0;
-    for (; got < k; got++) {
-      /* The device heap's frames serve every stream: the host waits for copies. */
-      if ((got < dev ? _gh_tm_dev_get(tm, 1, &pas[got], NULL) : _gh_tm_host_get(tm, 1, &pas[got], NULL)) != GH_OK)
-        break;
-      pfs[got] = pas[got].pf;
-    }
-    if (got == 0) return _gh_error(GH_ERR_BUDGET, "heap growth: no frame in either tier");
-    const size_t v0 = tm->heap_online_f;
-    rc = GH_PV(tm, GH_VMM_MAP, tm->ops->map(tm->fr, gh_tm_va(tm, v0), pfs, got));
-    if (rc != GH_OK) {
-      _gh_tm_pas_drop(tm, pas, got);
-      return rc;
-    }
-    _gh_tm_vf_set(tm, v0, pas, got);
-    for (size_t i = 0; i < got; i++) _gh_tm_count(tm, &tm->vf[v0 + i], +1);
-    rc = _gh_heap_online(tm->heap, (v0 + got) * tm->frame);
-    if (rc != GH_OK) {  /* not published: take the frames back */
-      GH_PV(tm, GH_VMM_UNMAP, tm->ops->unmap(tm->fr, gh_tm_va(tm, v0), got));
-      for (size_t i = 0; i < got; i++) {
-        _gh_tm_count(tm, &tm->vf[v0 + i], -1);
-        tm->vf[v0 + i].tier = GH_TIER_NONE;
-      }
-      _gh_tm_pas_drop(tm, pas, got);
-      return rc;
-    }
-    tm->heap_online_f = v0 + got;
-    tm->heap_grows += got;
-    return GH_OK;
+    return gh_tm_heap_grow(tm, k, 0);
   }
   size_t keep = (size_t)((double)used / high) + tm->frame;
   keep = gh_tm_round(keep, tm->frame);
@@ -1957,6 +1980,108 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
   gh_tm_trace(tm, "m %d\n", rc);
   pthread_mutex_unlock(&tm->mu);
   return rc;
+}
+
+/* ---------------------------------------------------------------- growth
+ * on demand (GH_TMGR_GROW_ON_DEMAND; the protocol: include/gpuheap/grow.h).
+ * A thread of the manager's own watches the channel and answers each
+ * request. Kernels wait for it in place, so nothing it does may wait for
+ * the GPU: it takes the manager's lock only if it comes within
+ * GH_TM_GROW_LOCK_NS (another thread may hold it while it waits for a
+ * stream whose kernel waits here), grows with memory that waits for no
+ * stream (gh_tm_heap_grow's nowait), and publishes the pages with a copy
+ * engine (_gh_heap_online). It polls every 20 us while requests come and
+ * backs off to 1 ms when idle. */
+
+#define GH_TM_GROW_LOCK_NS 20000000ull
+#define GH_TM_GROW_POLL_NS 20000ull
+#define GH_TM_GROW_IDLE_NS 1000000ull
+
+static void gh_tm_sleep_ns(uint64_t ns) {
+  const struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  nanosleep(&ts, NULL);
+}
+
+/* One request for at least `frames` frames, with the lock held: the
+ * larger of a quarter of the heap and what was asked, up to the heap's
+ * maximum, in steps of GH_TM_HEAP_STEP. GH_OK when it grew at all. */
+static int gh_tm_grow_serve(gh_tmgr_t* tm, size_t frames) {
+  size_t k = tm->heap_online_f / 4 > frames ? tm->heap_online_f / 4 : frames;
+  if (k == 0) k = 1;
+  if (k > tm->heap_vf - tm->heap_online_f) k = tm->heap_vf - tm->heap_online_f;
+  if (k == 0) return _gh_error(GH_ERR_BUDGET, "heap growth on demand: the heap is at heap_max_bytes");
+  int rc = GH_OK;
+  for (size_t done = 0; done < k && rc == GH_OK;) {
+    const size_t before = tm->heap_online_f;
+    const size_t step = k - done < GH_TM_HEAP_STEP ? k - done : GH_TM_HEAP_STEP;
+    rc = gh_tm_heap_grow(tm, step, 1);
+    done += tm->heap_online_f - before;
+    if (rc == GH_OK && tm->heap_online_f - before < step) break;  /* the budgets ran out */
+    if (rc != GH_OK && done) rc = GH_OK;                          /* grew, if less than asked */
+  }
+  return rc;
+}
+
+static void* gh_tm_grow_main(void* arg) {
+  gh_tmgr_t* tm = arg;
+  uint32_t* ch = tm->grow_words;
+  int relaxed = GH_FRAMES_CAPTURE_RELAXED;  /* (as the pool thread: a capture elsewhere forbids nothing here) */
+  (void)tm->ops->capture_mode(tm->fr, &relaxed);
+  const int bound = _gh_heap_bind_thread(tm->heap);
+  uint32_t done = 0;
+  uint64_t idle = GH_TM_GROW_POLL_NS;
+  while (!__atomic_load_n(&tm->grow_stop, __ATOMIC_ACQUIRE)) {
+    const uint32_t want = __atomic_load_n(&ch[GH_GROW_WANT], __ATOMIC_ACQUIRE);
+    if (want == done) {
+      gh_tm_sleep_ns(idle);
+      idle = idle * 2 < GH_TM_GROW_IDLE_NS ? idle * 2 : GH_TM_GROW_IDLE_NS;
+      continue;
+    }
+    idle = GH_TM_GROW_POLL_NS;
+    const size_t frames = __atomic_load_n(&ch[GH_GROW_FRAMES], __ATOMIC_RELAXED);
+    int rc = bound;
+    if (rc == GH_OK) {
+      rc = _gh_error(GH_ERR_BUSY, "heap growth on demand: the manager stayed busy");
+      for (const uint64_t t0 = gh_tm_now_ns(); gh_tm_now_ns() - t0 < GH_TM_GROW_LOCK_NS;) {
+        if (pthread_mutex_trylock(&tm->mu) == 0) {
+          tm->move_rc = GH_OK;
+          gh_tm_settle(tm);
+          rc = gh_tm_grow_serve(tm, frames);
+          pthread_mutex_unlock(&tm->mu);
+          break;
+        }
+        gh_tm_sleep_ns(GH_TM_GROW_POLL_NS);
+      }
+    }
+    __atomic_add_fetch(&tm->grow_asks, 1, __ATOMIC_RELAXED);
+    if (rc != GH_OK) {
+      __atomic_add_fetch(&tm->grow_denied, 1, __ATOMIC_RELAXED);
+      __atomic_store_n(&ch[GH_GROW_DENIED], want, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&ch[GH_GROW_DONE], want, __ATOMIC_RELEASE);
+    done = want;
+  }
+  __atomic_store_n(&ch[GH_GROW_CLOSED], 1u, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static int gh_tm_grow_start(gh_tmgr_t* tm) {
+  int rc = tm->ops->word_alloc(tm->fr, &tm->grow_words);
+  if (rc != GH_OK) return rc;
+  rc = _gh_heap_grow_channel(tm->heap, tm->grow_words);
+  if (rc != GH_OK) return rc;
+  if (pthread_create(&tm->grow_thread, NULL, gh_tm_grow_main, tm) != 0)
+    return _gh_error(GH_ERR_NOMEM, "gh_tmgr_create: cannot start the heap's growth thread");
+  tm->grow_running = 1;
+  return GH_OK;
+}
+
+/* Before the heap goes: no more answers (lanes still waiting see CLOSED). */
+static void gh_tm_grow_stop(gh_tmgr_t* tm) {
+  if (!tm->grow_running) return;
+  __atomic_store_n(&tm->grow_stop, 1, __ATOMIC_RELEASE);
+  pthread_join(tm->grow_thread, NULL);
+  tm->grow_running = 0;
 }
 
 gh_heap_t* gh_tmgr_heap(gh_tmgr_t* tm) { return tm ? tm->heap : NULL; }

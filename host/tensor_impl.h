@@ -490,6 +490,13 @@ struct gh_tmgr_s {
 
   gh_heap_t* heap;
   size_t heap_online_f, heap_initial_f;
+  /* Growth on demand (GH_TMGR_GROW_ON_DEMAND, include/gpuheap/grow.h):
+   * the channel (the provider's word_alloc), the thread serving it, and
+   * the requests it answered (denied: without growth). */
+  uint32_t* grow_words;
+  pthread_t grow_thread;
+  int grow_running, grow_stop;
+  uint64_t grow_asks, grow_denied;
   FILE* trace;  /* GPUHEAP_TRACE: the calls, one line each (gh_tm_trace) */
   /* gh_tmgr_record_history: a ring of at most hist_cap entries (0: off),
    * hist_alloc of them allocated (grown as entries come, until it wraps),
@@ -668,6 +675,10 @@ void _gh_tm_spare_release(gh_tmgr_t* tm, size_t i);
 void _gh_tm_pa_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pa);
 void _gh_tm_pas_drop(gh_tmgr_t* tm, const gh_tm_pa_t* pas, size_t n);
 int _gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* user);
+/* The same, created now and waiting for nothing: no spare or pooled
+ * memory, nothing given back for the budget (growth on demand). */
+int _gh_tm_dev_new(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out);
+int _gh_tm_host_new(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out);
 int _gh_tm_unit_get(gh_tmgr_t* tm, size_t k, int device, gh_tm_pa_t* pas, size_t* npas, const gh_stream_t* user);
 void _gh_tm_vf_set(gh_tmgr_t* tm, size_t v, const gh_tm_pa_t* pas, size_t n);
 size_t _gh_tm_vf_pas(const gh_tmgr_t* tm, size_t v, size_t k, gh_tm_pa_t* out);

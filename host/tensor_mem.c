@@ -125,25 +125,28 @@ int _gh_tm_host_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t*
     out->stamp = 0;
   } else {
     while (tm->host_used + n > tm->host_budget_f && tm->pool_cnt) _gh_tm_pool_release_last(tm);
-    const int room = tm->host_used + n <= tm->host_budget_f;
-    const uint32_t alias = room ? gh_tm_alias_get(tm, n) : GH_TM_NO_ALIAS;
-    if (!room) {
-      rc = _gh_error(GH_ERR_BUDGET, "host budget of %zu frames spent (%zu used, %zu asked)", tm->host_budget_f,
-                     tm->host_used, n);
-    } else if (alias == GH_TM_NO_ALIAS) {
-      rc = _gh_error(GH_ERR_BUDGET, "no host alias of %zu frames free (first fit)", n);
-    } else {
-      rc = gh_tm_host_make(tm, n, alias, &out->pf);
-      if (rc == GH_OK) {
-        tm->host_used += n;
-        out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0, out->stamp = 0;
-      } else {
-        gh_tm_alias_put(tm, alias, n);
-      }
-    }
+    rc = _gh_tm_host_new(tm, n, out);
   }
   if (tm->pool_running) pthread_cond_signal(&tm->pool_cv);
   return rc;
+}
+
+/* A host allocation of n frames created now, within the host budget as it
+ * stands (nothing given back for it). */
+int _gh_tm_host_new(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
+  if (tm->host_used + n > tm->host_budget_f)
+    return _gh_error(GH_ERR_BUDGET, "host budget of %zu frames spent (%zu used, %zu asked)", tm->host_budget_f,
+                     tm->host_used, n);
+  const uint32_t alias = gh_tm_alias_get(tm, n);
+  if (alias == GH_TM_NO_ALIAS) return _gh_error(GH_ERR_BUDGET, "no host alias of %zu frames free (first fit)", n);
+  const int rc = gh_tm_host_make(tm, n, alias, &out->pf);
+  if (rc != GH_OK) {
+    gh_tm_alias_put(tm, alias, n);
+    return rc;
+  }
+  tm->host_used += n;
+  out->n = (uint32_t)n, out->alias = alias, out->tier = GH_TIER_HOST, out->ev = 0, out->stamp = 0;
+  return GH_OK;
 }
 
 /* A host allocation mapped nowhere but at its alias goes back to the pool,
@@ -342,6 +345,12 @@ int _gh_tm_dev_get(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out, const gh_stream_t* 
       return GH_OK;
     }
   while (tm->n_spare && tm->dev_used + n > tm->dev_budget_f) _gh_tm_spare_release(tm, 0);
+  return _gh_tm_dev_new(tm, n, out);
+}
+
+/* A device allocation of n frames created now (within the budget: checked
+ * by the caller). */
+int _gh_tm_dev_new(gh_tmgr_t* tm, size_t n, gh_tm_pa_t* out) {
   const int rc = GH_PV(tm, GH_VMM_CREATE, tm->ops->create(tm->fr, GH_TIER_DEVICE, n, &out->pf));
   if (rc != GH_OK) return rc;
   tm->dev_used += n;

@@ -157,9 +157,14 @@ typedef enum gh_kind_e {
 typedef struct gh_tmgr_s gh_tmgr_t;
 
 /* Flags of gh_tmgr_options_t. */
-/* Kernels whose allocation finds no room may ask the host to grow the heap
- * and wait. Reserved: not implemented yet (gh_tmgr_create returns
- * GH_ERR_UNSUPPORTED); gh_heap_maintain grows the heap at sync points. */
+/* Kernels whose allocation finds no room in the device heap ask the host
+ * to grow it and wait in place (a thread of the manager's serves them;
+ * include/gpuheap/grow.h). The host grows only with memory it can take
+ * without waiting for the GPU: device frames left in the budget, then new
+ * host frames within the host budget (slower for kernels, at the same
+ * addresses); the growth at sync points (gh_heap_maintain) also evicts.
+ * NULL then means the heap could not grow. Needs heap_max_bytes >
+ * heap_bytes > 0 (else GH_ERR_INVAL). */
 #define GH_TMGR_GROW_ON_DEMAND 1u
 
 typedef struct gh_tmgr_options_s {
@@ -239,6 +244,9 @@ typedef struct gh_tmgr_stats_s {
                                 by one physical allocation and moved as one): it follows the sizes of
                                 recent large tensors, so that they split into whole chunks */
   uint64_t chunk_changes;    /* times chunk_frames changed */
+  uint64_t heap_grow_asks;   /* GH_TMGR_GROW_ON_DEMAND: kernels' requests to grow the heap answered */
+  uint64_t heap_grow_denied; /* ... of them, answered without growth (the heap at heap_max_bytes, both
+                                budgets spent, or the manager busy for 20 ms): those lanes got NULL */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met

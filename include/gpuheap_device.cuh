@@ -8,6 +8,11 @@
  * and on the host gh_device_attach(heap) (gpuheap.h) makes `heap` the heap of
  * gh_malloc in every unit.
  *
+ * On a tensor manager's heap made with GH_TMGR_GROW_ON_DEMAND, an
+ * allocation that finds no room asks the host to grow the heap and waits
+ * for it in the kernel (include/gpuheap/grow.h); NULL then means the heap
+ * could not grow either.
+ *
  * Semantics: pointers are 16-byte aligned; gh_malloc(0) returns a unique
  * pointer of the smallest class (free it like any other); requests above the
  * largest class (page/4, at most 16 KiB) take whole pages; NULL means no room
@@ -31,13 +36,13 @@
 #include "gpuheap/warp.cuh"
 
 __device__ __forceinline__ void* gh_heap_malloc(const gh_dheap_t* heap, size_t size) {
-  return gh_warp_malloc(heap, size, nullptr);
+  return gh_warp_malloc_or_grow(heap, size, nullptr);
 }
 
 /* As gh_heap_malloc; *probes receives the search steps this lane waited for
  * (0: served from the hint page). For measurements (proofs/, bench/). */
 __device__ __forceinline__ void* gh_heap_malloc_probed(const gh_dheap_t* heap, size_t size, uint32_t* probes) {
-  return gh_warp_malloc(heap, size, probes);
+  return gh_warp_malloc_or_grow(heap, size, probes);
 }
 
 __device__ __forceinline__ void gh_heap_free(const gh_dheap_t* heap, void* ptr) { gh_warp_free(heap, ptr); }
@@ -49,7 +54,9 @@ __device__ __forceinline__ void gh_heap_free(const gh_dheap_t* heap, void* ptr) 
  * gh_device_attach (host/attach.c) calls all of them. */
 static __device__ const gh_dheap_t* gh_default_heap_;
 
-__device__ __forceinline__ void* gh_malloc(size_t size) { return gh_warp_malloc(gh_default_heap_, size, nullptr); }
+__device__ __forceinline__ void* gh_malloc(size_t size) {
+  return gh_warp_malloc_or_grow(gh_default_heap_, size, nullptr);
+}
 __device__ __forceinline__ void gh_free(void* ptr) { gh_warp_free(gh_default_heap_, ptr); }
 
 static int gh_attach_this_unit_(const gh_dheap_t* d) {

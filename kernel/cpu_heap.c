@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gpuheap/core.h"
+#include "gpuheap/grow.h"
 #include "gpuheap/cpu.h"
 #include "gpuheap/layout.h"
 #include "../host/internal.h"
@@ -151,7 +152,17 @@ void* gh_cpu_malloc_probed(gh_cpu_heap_t* heap, size_t size, uint32_t* probes) {
   const uint32_t id = lane_id();
   gh_rng_t rng = gh_rng_seed(id, ++gh_cpu_calls);
   *probes = 0;
-  return gh_lane_malloc(heap->h, size, id % heap->h->n_slots, &rng, probes);
+  const gh_dheap_t* h = heap->h;
+  void* p = gh_lane_malloc(h, size, id % h->n_slots, &rng, probes);
+  if (p != NULL || h->grow == NULL) return p;
+  /* A heap that grows on demand: ask the host, search again (grow.h). */
+  const uint32_t pages = gh_grow_pages(h, size);
+  for (uint32_t r = 0; pages && r < GH_GROW_ROUNDS; r++) {
+    const bool grew = gh_grow_wait(h, gh_grow_ask(h, pages));
+    p = gh_lane_malloc(h, size, id % h->n_slots, &rng, probes);
+    if (p != NULL || !grew) return p;
+  }
+  return NULL;
 }
 
 void* gh_cpu_malloc(gh_cpu_heap_t* heap, size_t size) {

@@ -127,6 +127,10 @@ typedef struct gh_dheap_s {
   uint32_t refill_min;    /* classes with fewer chunks per page do not wait for a refill */
   uint32_t room_fill;     /* estimated fill (%) from which a new page waits for a whole-heap room search; 100: off */
   uint64_t* xerrors;      /* [GH_ERRC_COUNT] */
+  uint32_t* grow;         /* a tensor manager's heap with GH_TMGR_GROW_ON_DEMAND: the channel to the host
+                             (grow.h; host memory the device can reach), else NULL */
+  uint32_t xgrow;         /* the latest growth generation asked for (grow.h) */
+  uint32_t grow_pad_;
   gh_class_t classes[GH_MAX_CLASSES];
 } gh_dheap_t;
 

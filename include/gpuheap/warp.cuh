@@ -20,6 +20,7 @@
 #define GPUHEAP_WARP_CUH
 
 #include "core.h"
+#include "grow.h"
 
 #define GH_DEV __device__ __forceinline__
 
@@ -269,6 +270,35 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
     if (key == GH_KEY_PAGE) ptr = got;
   }
   if (probes_out) *probes_out = probes;
+  return ptr;
+}
+
+/* The lanes gh_warp_malloc left without memory on a heap that grows on
+ * demand (grow.h): one lane asks the host for the most pages any of them
+ * needs and waits; then they all search again, for at most GH_GROW_ROUNDS
+ * growths, or until the host says it cannot grow. Out of line: the common
+ * path keeps its registers. */
+static __device__ __noinline__ void* gh_warp_malloc_grow(const gh_dheap_t* h, size_t size, uint32_t* probes_out) {
+  const uint32_t pages = gh_grow_pages(h, size);
+  void* ptr = NULL;
+  for (uint32_t r = 0; r < GH_GROW_ROUNDS; r++) {
+    const uint32_t active = __activemask();
+    const uint32_t lead = __ffs(active) - 1u;
+    const uint32_t most = __reduce_max_sync(active, pages);
+    bool grew = false;
+    if (gh_lane_id() == lead) grew = gh_grow_wait(h, gh_grow_ask(h, most));
+    grew = __shfl_sync(active, grew, lead);
+    ptr = gh_warp_malloc(h, size, probes_out);
+    if (ptr != NULL || !grew) break;
+  }
+  return ptr;
+}
+
+/* gh_warp_malloc, and growth on demand where the heap has it. */
+GH_DEV void* gh_warp_malloc_or_grow(const gh_dheap_t* h, size_t size, uint32_t* probes_out) {
+  void* ptr = gh_warp_malloc(h, size, probes_out);
+  if (GH_UNLIKELY(ptr == NULL) && h->grow != NULL && gh_grow_pages(h, size) != 0u)
+    ptr = gh_warp_malloc_grow(h, size, probes_out);
   return ptr;
 }
 

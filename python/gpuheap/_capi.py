@@ -102,6 +102,8 @@ class TmgrStats(ctypes.Structure):
         ("ordered_moves", c_uint64),
         ("chunk_frames", c_size_t),
         ("chunk_changes", c_uint64),
+        ("heap_grow_asks", c_uint64),
+        ("heap_grow_denied", c_uint64),
     ]
 
 

@@ -733,8 +733,11 @@ static void stream_order(void) {
     gh_tmgr_options_init(&o);
     o.backend = GH_BACKEND_SIM;
     gh_tmgr_t* none = NULL;
-    o.flags = GH_TMGR_GROW_ON_DEMAND; /* reserved, not implemented */
-    CHECK(gh_tmgr_create(&none, &o) == GH_ERR_UNSUPPORTED && none == NULL);
+    o.flags = GH_TMGR_GROW_ON_DEMAND; /* with no heap to grow */
+    CHECK(gh_tmgr_create(&none, &o) == GH_ERR_INVAL && none == NULL);
+    o.heap_bytes = o.heap_max_bytes = 4 * MiB; /* with a heap that may not grow */
+    CHECK(gh_tmgr_create(&none, &o) == GH_ERR_INVAL && none == NULL);
+    o.heap_bytes = o.heap_max_bytes = 0;
     o.flags = 0x80;
     CHECK(gh_tmgr_create(&none, &o) == GH_ERR_INVAL && none == NULL);
   }
@@ -3113,19 +3116,24 @@ static void move_copy_fails(void) {
  * frames go back at the next maintain. */
 /* A manager on the simulation with a heap of heap_mib (at most 32 MiB),
  * device budget 64 MiB (the simulated tier a little larger), no host pool. */
-static gh_tmgr_t* make_heap_tm(size_t heap_mib, size_t host_mib) {
+static gh_tmgr_t* make_heap_tm_with(size_t heap_mib, size_t max_mib, size_t dev_mib, size_t host_mib,
+                                    uint32_t flags) {
   gh_tmgr_options_t o;
   gh_tmgr_options_init(&o);
   o.backend = GH_BACKEND_SIM;
-  o.device_budget = 64 * MiB, o.host_budget = host_mib * MiB;
-  o.heap_bytes = heap_mib * MiB, o.heap_max_bytes = 32 * MiB;
+  o.device_budget = dev_mib * MiB, o.host_budget = host_mib * MiB;
+  o.heap_bytes = heap_mib * MiB, o.heap_max_bytes = max_mib * MiB;
   o.host_pool_frames = 0;  /* no pool thread: its maps would take a map refused on purpose */
+  o.flags = flags;
   gh_tmgr_t* tm = NULL;
   CHECK(gh_tmgr_create(&tm, &o) == GH_OK);
   if (tm)
-    CHECK(_gh_tmgr_sim_configure(tm, 2, 64 * MiB / GH_SIM_FRAME_BYTES + 4, host_mib * MiB / GH_SIM_FRAME_BYTES + 4) ==
-          GH_OK);
+    CHECK(_gh_tmgr_sim_configure(tm, 2, dev_mib * MiB / GH_SIM_FRAME_BYTES + 4,
+                                 host_mib * MiB / GH_SIM_FRAME_BYTES + 4) == GH_OK);
   return tm;
+}
+static gh_tmgr_t* make_heap_tm(size_t heap_mib, size_t host_mib) {
+  return make_heap_tm_with(heap_mib, 32, 64, host_mib, 0);
 }
 
 /* A hint slot's empty page in a grown frame does not keep the frame
@@ -3343,6 +3351,123 @@ static void heap_threads(size_t ops) {
   CHECK(_gh_tmgr_check(tm) == GH_OK);
   CHECK(gh_tmgr_destroy(tm) == GH_OK);
   CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+}
+
+/* GH_TMGR_GROW_ON_DEMAND: with no gh_heap_maintain at all, allocations
+ * that find the heap full ask the manager's thread to grow it and wait
+ * (include/gpuheap/grow.h). (1) 1 MiB blocks from a 4 MiB heap (at most
+ * 32) until NULL: the heap reaches its most, every block but the last
+ * few is served, the NULL comes with a denied request, and a block larger
+ * than the heap's most is refused without asking. (2) A device budget
+ * that tensors fill: the heap grows into new host frames (within the host
+ * budget) and then is denied; the blocks keep their bytes. (3) Threads
+ * allocating and freeing (heap_worker_main) on a heap that grows only so:
+ * no NULL, no block with other bytes; run under ThreadSanitizer too. */
+static void grow_on_demand(size_t ops) {
+  {
+    gh_tmgr_t* tm = make_heap_tm_with(4, 32, 64, 64, GH_TMGR_GROW_ON_DEMAND);
+    if (!tm) return;
+    gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
+    enum { NB = 40 };
+    void* b[NB] = {0};
+    size_t nb = 0;
+    for (; nb < NB; nb++) {
+      if (!(b[nb] = gh_cpu_malloc(ch, MiB))) break;
+      pat_fill(b[nb], 0, MiB, 500 + (uint64_t)nb);
+    }
+    gh_tmgr_stats_t s;
+    gh_heap_stats_t hs;
+    CHECK(gh_tmgr_stats(tm, &s) == GH_OK && gh_cpu_heap_stats(ch, &hs) == GH_OK);
+    printf("grow on demand: %zu blocks of 1 MiB, heap %zu MiB, %llu requests (%llu denied), %llu frames grown\n", nb,
+           (size_t)(hs.heap_bytes / MiB), (unsigned long long)s.heap_grow_asks, (unsigned long long)s.heap_grow_denied,
+           (unsigned long long)s.heap_grows);
+    CHECK_MSG(nb >= 28 && nb <= 32, "%zu blocks of 1 MiB from a heap of at most 32 MiB", nb);
+    CHECK_EQ_U64(hs.heap_bytes, 32 * MiB);
+    CHECK_EQ_U64(s.heap_grows * s.frame_bytes, 28 * MiB);
+    CHECK(s.heap_grow_asks >= 2 && s.heap_grow_denied >= 1 && s.heap_grow_denied < s.heap_grow_asks);
+    CHECK(gh_cpu_malloc(ch, 33 * MiB) == NULL);  /* never fits: no request */
+    gh_tmgr_stats_t s2;
+    CHECK(gh_tmgr_stats(tm, &s2) == GH_OK);
+    CHECK_EQ_U64(s2.heap_grow_asks, s.heap_grow_asks);
+    for (size_t i = 0; i < nb; i++) CHECK(pat_check(b[i], 0, MiB, 500 + (uint64_t)i) == SIZE_MAX);
+    for (size_t i = 0; i < nb; i++) gh_cpu_free(ch, b[i]);
+    /* Freed: maintain gives the grown frames back, and on demand they come again. */
+    CHECK(gh_heap_maintain(gh_tmgr_heap(tm)) == GH_OK);
+    CHECK(gh_cpu_heap_stats(ch, &hs) == GH_OK);
+    CHECK_EQ_U64(hs.heap_bytes, 4 * MiB);
+    void* big = gh_cpu_malloc(ch, 12 * MiB);  /* a run longer than the quarter rule's step */
+    CHECK(big != NULL);
+    if (big) {
+      pat_fill(big, 0, 12 * MiB, 7);
+      CHECK(pat_check(big, 0, 12 * MiB, 7) == SIZE_MAX);
+    }
+    gh_cpu_free(ch, big);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tmgr_destroy(tm) == GH_OK);
+    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  }
+  {
+    /* Device budget 16 MiB: 4 of the heap, 12 of tensors; host budget 4 MiB. */
+    gh_tmgr_t* tm = make_heap_tm_with(4, 32, 16, 4, GH_TMGR_GROW_ON_DEMAND);
+    if (!tm) return;
+    gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
+    void* t = NULL;
+    CHECK(gh_tensor_alloc(tm, 12 * MiB, GH_KIND_WEIGHTS, NULL, &t) == GH_OK);
+    if (t) pat_fill(t, 0, 12 * MiB, 9);
+    enum { NB = 16 };
+    void* b[NB] = {0};
+    size_t nb = 0;
+    for (; nb < NB; nb++) {
+      if (!(b[nb] = gh_cpu_malloc(ch, MiB))) break;
+      pat_fill(b[nb], 0, MiB, 600 + (uint64_t)nb);
+    }
+    gh_tmgr_stats_t s;
+    CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+    printf("grow on demand, device budget spent: %zu blocks of 1 MiB, heap frames %zu device / %zu host, "
+           "%llu requests (%llu denied)\n", nb, s.heap_frames[GH_TIER_DEVICE], s.heap_frames[GH_TIER_HOST],
+           (unsigned long long)s.heap_grow_asks, (unsigned long long)s.heap_grow_denied);
+    CHECK_MSG(nb >= 6 && nb < NB, "%zu blocks of 1 MiB from a 4 MiB heap and 4 MiB of host budget", nb);
+    CHECK_EQ_U64(s.heap_frames[GH_TIER_HOST] * s.frame_bytes, 4 * MiB);
+    CHECK_EQ_U64(s.evictions, 0);  /* on demand never evicts */
+    CHECK(s.heap_grow_denied >= 1);
+    for (size_t i = 0; i < nb; i++) CHECK(pat_check(b[i], 0, MiB, 600 + (uint64_t)i) == SIZE_MAX);
+    if (t) CHECK(pat_check(t, 0, 12 * MiB, 9) == SIZE_MAX);
+    for (size_t i = 0; i < nb; i++) gh_cpu_free(ch, b[i]);
+    CHECK(gh_tensor_free(tm, t, NULL) == GH_OK);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tmgr_destroy(tm) == GH_OK);
+    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  }
+  {
+    gh_tmgr_t* tm = make_heap_tm_with(2, 64, 96, 64, GH_TMGR_GROW_ON_DEMAND);
+    if (!tm) return;
+    gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
+    enum { N = 4 };
+    heap_worker_t w[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+      w[i] = (heap_worker_t){.ch = ch, .seed = 91 + (uint64_t)i, .ops = ops};
+      CHECK(pthread_create(&th[i], NULL, heap_worker_main, &w[i]) == 0);
+    }
+    size_t nulls = 0;
+    for (int i = 0; i < N; i++) {
+      pthread_join(th[i], NULL);
+      CHECK_MSG(w[i].failures == 0, "heap worker %d: %d blocks with other bytes", i, w[i].failures);
+      nulls += w[i].nulls;
+    }
+    gh_tmgr_stats_t s;
+    gh_heap_stats_t hs;
+    CHECK(gh_tmgr_stats(tm, &s) == GH_OK && gh_cpu_heap_stats(ch, &hs) == GH_OK);
+    printf("grow on demand, %d threads: %zu NULLs, %llu requests (%llu denied), heap %zu MiB\n", N, nulls,
+           (unsigned long long)s.heap_grow_asks, (unsigned long long)s.heap_grow_denied, (size_t)(hs.heap_bytes / MiB));
+    CHECK_EQ_U64(nulls, 0);
+    CHECK(s.heap_grow_asks > 0);
+    CHECK_EQ_U64(s.heap_grow_denied, 0);
+    CHECK_EQ_U64(hs.bytes_in_use, 0);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tmgr_destroy(tm) == GH_OK);
+    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  }
 }
 
 /* Fault sweep: one scenario of moves (an eviction for room, an evict
@@ -4692,6 +4817,7 @@ int main(int argc, char** argv) {
   nomem_sweep();
   managed_heap();
   heap_threads(100000);
+  grow_on_demand(20000);
   held_copies();
   sim_frames();
   copy_kernel();
