@@ -8,10 +8,15 @@
  * and on the host gh_device_attach(heap) (gpuheap.h) makes `heap` the heap of
  * gh_malloc in every unit.
  *
- * On a tensor manager's heap made with GH_TMGR_GROW_ON_DEMAND, an
- * allocation that finds no room asks the host to grow the heap and waits
- * for it in the kernel (include/gpuheap/grow.h); NULL then means the heap
- * could not grow either.
+ *   __device__ void* gh_malloc_grow(size_t size);
+ *   __device__ void* gh_heap_malloc_grow(const gh_dheap_t* heap, size_t size);
+ * The _grow forms: on a tensor manager's heap made with
+ * GH_TMGR_GROW_ON_DEMAND, an allocation that finds no room asks the host
+ * to grow the heap and waits for it in the kernel (include/gpuheap/grow.h:
+ * ~0.1-1 ms for device frames, more for host frames); NULL then means the
+ * heap could not grow either. Elsewhere they are gh_malloc and
+ * gh_heap_malloc. The plain forms never wait for the host: the loop the
+ * wait needs costs the allocation kernel registers (warp.cuh).
  *
  * Semantics: pointers are 16-byte aligned; gh_malloc(0) returns a unique
  * pointer of the smallest class (free it like any other); requests above the
@@ -36,13 +41,13 @@
 #include "gpuheap/warp.cuh"
 
 __device__ __forceinline__ void* gh_heap_malloc(const gh_dheap_t* heap, size_t size) {
-  return gh_warp_malloc_or_grow(heap, size, nullptr);
+  return gh_warp_malloc(heap, size, nullptr);
 }
 
 /* As gh_heap_malloc; *probes receives the search steps this lane waited for
  * (0: served from the hint page). For measurements (proofs/, bench/). */
 __device__ __forceinline__ void* gh_heap_malloc_probed(const gh_dheap_t* heap, size_t size, uint32_t* probes) {
-  return gh_warp_malloc_or_grow(heap, size, probes);
+  return gh_warp_malloc(heap, size, probes);
 }
 
 __device__ __forceinline__ void gh_heap_free(const gh_dheap_t* heap, void* ptr) { gh_warp_free(heap, ptr); }
@@ -54,8 +59,16 @@ __device__ __forceinline__ void gh_heap_free(const gh_dheap_t* heap, void* ptr) 
  * gh_device_attach (host/attach.c) calls all of them. */
 static __device__ const gh_dheap_t* gh_default_heap_;
 
-__device__ __forceinline__ void* gh_malloc(size_t size) {
-  return gh_warp_malloc_or_grow(gh_default_heap_, size, nullptr);
+__device__ __forceinline__ void* gh_malloc(size_t size) { return gh_warp_malloc(gh_default_heap_, size, nullptr); }
+
+/* As gh_heap_malloc and gh_malloc; on a heap that grows on demand, an
+ * allocation that finds no room asks the host to grow the heap and waits
+ * for it (see above). */
+__device__ __forceinline__ void* gh_heap_malloc_grow(const gh_dheap_t* heap, size_t size) {
+  return gh_warp_malloc_grow(heap, size, nullptr);
+}
+__device__ __forceinline__ void* gh_malloc_grow(size_t size) {
+  return gh_warp_malloc_grow(gh_default_heap_, size, nullptr);
 }
 __device__ __forceinline__ void gh_free(void* ptr) { gh_warp_free(gh_default_heap_, ptr); }
 

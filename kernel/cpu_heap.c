@@ -152,22 +152,25 @@ void* gh_cpu_malloc_probed(gh_cpu_heap_t* heap, size_t size, uint32_t* probes) {
   const uint32_t id = lane_id();
   gh_rng_t rng = gh_rng_seed(id, ++gh_cpu_calls);
   *probes = 0;
-  const gh_dheap_t* h = heap->h;
-  void* p = gh_lane_malloc(h, size, id % h->n_slots, &rng, probes);
-  if (p != NULL || h->grow == NULL) return p;
-  /* A heap that grows on demand: ask the host, search again (grow.h). */
-  const uint32_t pages = gh_grow_pages(h, size);
-  for (uint32_t r = 0; pages && r < GH_GROW_ROUNDS; r++) {
-    const bool grew = gh_grow_wait(h, gh_grow_ask(h, pages));
-    p = gh_lane_malloc(h, size, id % h->n_slots, &rng, probes);
-    if (p != NULL || !grew) return p;
-  }
-  return NULL;
+  return gh_lane_malloc(heap->h, size, id % heap->h->n_slots, &rng, probes);
 }
 
 void* gh_cpu_malloc(gh_cpu_heap_t* heap, size_t size) {
   uint32_t probes;
   return gh_cpu_malloc_probed(heap, size, &probes);
+}
+
+void* gh_cpu_malloc_grow(gh_cpu_heap_t* heap, size_t size) {
+  const gh_dheap_t* h = heap->h;
+  void* p = gh_cpu_malloc(heap, size);
+  const uint32_t pages = gh_grow_pages(h, size);
+  if (p != NULL || h->grow == NULL || pages == 0u) return p;
+  /* Ask the host, search again (grow.h); after a denial, once more. */
+  for (uint32_t r = 0; r < GH_GROW_ROUNDS; r++) {
+    const bool grew = gh_grow_wait(h, gh_grow_ask(h, pages));
+    if ((p = gh_cpu_malloc(heap, size)) != NULL || !grew) return p;
+  }
+  return NULL;
 }
 
 void gh_cpu_free(gh_cpu_heap_t* heap, void* ptr) { gh_lane_free(heap->h, ptr); }

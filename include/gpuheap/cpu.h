@@ -28,6 +28,10 @@ gh_dheap_t* gh_cpu_heap_core(gh_cpu_heap_t* heap);
 void* gh_cpu_malloc(gh_cpu_heap_t* heap, size_t size);
 /* As gh_cpu_malloc; *probes receives the search steps it took. */
 void* gh_cpu_malloc_probed(gh_cpu_heap_t* heap, size_t size, uint32_t* probes);
+/* As gh_cpu_malloc; on a tensor manager's heap made with
+ * GH_TMGR_GROW_ON_DEMAND, asks the manager's thread to grow a full heap
+ * and waits (as gh_heap_malloc_grow on the GPU). */
+void* gh_cpu_malloc_grow(gh_cpu_heap_t* heap, size_t size);
 void gh_cpu_free(gh_cpu_heap_t* heap, void* ptr);
 
 #ifdef __cplusplus

@@ -273,32 +273,33 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
   return ptr;
 }
 
-/* The lanes gh_warp_malloc left without memory on a heap that grows on
- * demand (grow.h): one lane asks the host for the most pages any of them
- * needs and waits; then they all search again, for at most GH_GROW_ROUNDS
- * growths, or until the host says it cannot grow. Out of line: the common
- * path keeps its registers. */
-static __device__ __noinline__ void* gh_warp_malloc_grow(const gh_dheap_t* h, size_t size, uint32_t* probes_out) {
+/* Growth on demand (grow.h) for the lanes gh_warp_malloc left without
+ * memory: one of them asks the host for the most frames any of them needs
+ * and waits. r: the growths these lanes waited for so far. Returns the
+ * next r, after which they search again, or 0: no search more (no growth
+ * channel, a request larger than the heap may be, too many rounds), and
+ * GH_GROW_ROUNDS after a denial (one search more). Out of line and small. */
+static __device__ __noinline__ uint32_t gh_warp_grow(const gh_dheap_t* h, size_t size, uint32_t r) {
   const uint32_t pages = gh_grow_pages(h, size);
-  void* ptr = NULL;
-  for (uint32_t r = 0; r < GH_GROW_ROUNDS; r++) {
-    const uint32_t active = __activemask();
-    const uint32_t lead = __ffs(active) - 1u;
-    const uint32_t most = __reduce_max_sync(active, pages);
-    bool grew = false;
-    if (gh_lane_id() == lead) grew = gh_grow_wait(h, gh_grow_ask(h, most));
-    grew = __shfl_sync(active, grew, lead);
-    ptr = gh_warp_malloc(h, size, probes_out);
-    if (ptr != NULL || !grew) break;
-  }
-  return ptr;
+  if (h->grow == NULL || pages == 0u || r >= GH_GROW_ROUNDS) return 0u;
+  const uint32_t active = __activemask();
+  const uint32_t lead = __ffs(active) - 1u;
+  const uint32_t most = __reduce_max_sync(active, pages);
+  bool grew = false;
+  if (gh_lane_id() == lead) grew = gh_grow_wait(h, gh_grow_ask(h, most));
+  return __shfl_sync(active, grew, lead) ? r + 1u : GH_GROW_ROUNDS;
 }
 
-/* gh_warp_malloc, and growth on demand where the heap has it. */
-GH_DEV void* gh_warp_malloc_or_grow(const gh_dheap_t* h, size_t size, uint32_t* probes_out) {
-  void* ptr = gh_warp_malloc(h, size, probes_out);
-  if (GH_UNLIKELY(ptr == NULL) && h->grow != NULL && gh_grow_pages(h, size) != 0u)
-    ptr = gh_warp_malloc_grow(h, size, probes_out);
+/* gh_warp_malloc, and growth on demand where the heap has it: search,
+ * and while nothing was found and the host grows the heap, again. Not
+ * gh_warp_malloc's own path: the loop around the search raised the
+ * allocation kernel from 80 to 84 registers (a call out of line to a
+ * second copy of the search, to 102), which costs a block of 256 threads
+ * per SM. */
+GH_DEV void* gh_warp_malloc_grow(const gh_dheap_t* h, size_t size, uint32_t* probes_out) {
+  void* ptr;
+  for (uint32_t r = 0; (ptr = gh_warp_malloc(h, size, probes_out)) == NULL && (r = gh_warp_grow(h, size, r)) != 0u;) {
+  }
   return ptr;
 }
 

@@ -3263,6 +3263,7 @@ static void managed_heap(void) {
  * byte is in use. Run under ThreadSanitizer too. */
 typedef struct heap_worker_s {
   gh_cpu_heap_t* ch;
+  int grow;  /* gh_cpu_malloc_grow */
   uint64_t seed;
   size_t ops, nulls;
   int failures;
@@ -3285,7 +3286,7 @@ static void* heap_worker_main(void* arg) {
       continue;
     }
     const size_t bytes = (size_t)256 << ((st >> 20) % 12);  /* 256 B .. 512 KiB */
-    p[i] = gh_cpu_malloc(w->ch, bytes);
+    p[i] = w->grow ? gh_cpu_malloc_grow(w->ch, bytes) : gh_cpu_malloc(w->ch, bytes);
     if (!p[i]) {
       w->nulls++;
       continue;
@@ -3354,8 +3355,8 @@ static void heap_threads(size_t ops) {
 }
 
 /* GH_TMGR_GROW_ON_DEMAND: with no gh_heap_maintain at all, allocations
- * that find the heap full ask the manager's thread to grow it and wait
- * (include/gpuheap/grow.h). (1) 1 MiB blocks from a 4 MiB heap (at most
+ * (gh_cpu_malloc_grow) that find the heap full ask the manager's thread
+ * to grow it and wait (include/gpuheap/grow.h); gh_cpu_malloc does not. (1) 1 MiB blocks from a 4 MiB heap (at most
  * 32) until NULL: the heap reaches its most, every block but the last
  * few is served, the NULL comes with a denied request, and a block larger
  * than the heap's most is refused without asking. (2) A device budget
@@ -3372,7 +3373,7 @@ static void grow_on_demand(size_t ops) {
     void* b[NB] = {0};
     size_t nb = 0;
     for (; nb < NB; nb++) {
-      if (!(b[nb] = gh_cpu_malloc(ch, MiB))) break;
+      if (!(b[nb] = gh_cpu_malloc_grow(ch, MiB))) break;
       pat_fill(b[nb], 0, MiB, 500 + (uint64_t)nb);
     }
     gh_tmgr_stats_t s;
@@ -3385,7 +3386,7 @@ static void grow_on_demand(size_t ops) {
     CHECK_EQ_U64(hs.heap_bytes, 32 * MiB);
     CHECK_EQ_U64(s.heap_grows * s.frame_bytes, 28 * MiB);
     CHECK(s.heap_grow_asks >= 2 && s.heap_grow_denied >= 1 && s.heap_grow_denied < s.heap_grow_asks);
-    CHECK(gh_cpu_malloc(ch, 33 * MiB) == NULL);  /* never fits: no request */
+    CHECK(gh_cpu_malloc_grow(ch, 33 * MiB) == NULL);  /* never fits: no request */
     gh_tmgr_stats_t s2;
     CHECK(gh_tmgr_stats(tm, &s2) == GH_OK);
     CHECK_EQ_U64(s2.heap_grow_asks, s.heap_grow_asks);
@@ -3395,7 +3396,11 @@ static void grow_on_demand(size_t ops) {
     CHECK(gh_heap_maintain(gh_tmgr_heap(tm)) == GH_OK);
     CHECK(gh_cpu_heap_stats(ch, &hs) == GH_OK);
     CHECK_EQ_U64(hs.heap_bytes, 4 * MiB);
-    void* big = gh_cpu_malloc(ch, 12 * MiB);  /* a run longer than the quarter rule's step */
+    void* plain = gh_cpu_malloc(ch, 12 * MiB);  /* the plain form asks for nothing */
+    CHECK(plain == NULL);
+    CHECK(gh_tmgr_stats(tm, &s2) == GH_OK);
+    CHECK_EQ_U64(s2.heap_grow_asks, s.heap_grow_asks);
+    void* big = gh_cpu_malloc_grow(ch, 12 * MiB);  /* a run longer than the quarter rule's step */
     CHECK(big != NULL);
     if (big) {
       pat_fill(big, 0, 12 * MiB, 7);
@@ -3418,7 +3423,7 @@ static void grow_on_demand(size_t ops) {
     void* b[NB] = {0};
     size_t nb = 0;
     for (; nb < NB; nb++) {
-      if (!(b[nb] = gh_cpu_malloc(ch, MiB))) break;
+      if (!(b[nb] = gh_cpu_malloc_grow(ch, MiB))) break;
       pat_fill(b[nb], 0, MiB, 600 + (uint64_t)nb);
     }
     gh_tmgr_stats_t s;
@@ -3446,7 +3451,7 @@ static void grow_on_demand(size_t ops) {
     heap_worker_t w[N];
     pthread_t th[N];
     for (int i = 0; i < N; i++) {
-      w[i] = (heap_worker_t){.ch = ch, .seed = 91 + (uint64_t)i, .ops = ops};
+      w[i] = (heap_worker_t){.ch = ch, .grow = 1, .seed = 91 + (uint64_t)i, .ops = ops};
       CHECK(pthread_create(&th[i], NULL, heap_worker_main, &w[i]) == 0);
     }
     size_t nulls = 0;

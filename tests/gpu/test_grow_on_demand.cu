@@ -11,6 +11,7 @@
  * (3) A device budget that tensors fill: the heap grows into host frames
  *     (same addresses; nothing evicted), the kernel's blocks and the
  *     tensors keep their bytes.
+ * (4) gh_heap_malloc (no _grow) on such a heap: NULL when full, no request.
  * Each kernel's time is printed, and the same kernel's once the heap has
  * grown, for what waiting costs. */
 #include <stdio.h>
@@ -21,9 +22,10 @@
 
 #define MiB ((size_t)1 << 20)
 
+template <bool kGrow>
 __global__ void alloc_fill(const gh_dheap_t* h, size_t bytes, void** out, unsigned int* got) {
   const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
-  uint32_t* p = (uint32_t*)gh_heap_malloc(h, bytes);
+  uint32_t* p = (uint32_t*)(kGrow ? gh_heap_malloc_grow(h, bytes) : gh_heap_malloc(h, bytes));
   out[t] = p;
   if (p) {
     p[0] = t;
@@ -52,14 +54,18 @@ __global__ void verify(const uint32_t* p, size_t words, uint32_t seed, unsigned 
 static unsigned int* d_count;
 static void** d_blocks;
 
-/* n threads take `bytes` each; returns how many got a block, *ms the time. */
-static unsigned int run_alloc(const gh_dheap_t* h, uint32_t n, size_t bytes, float* ms) {
+/* n threads take `bytes` each (with gh_heap_malloc_grow, or gh_heap_malloc
+ * where !grow); returns how many got a block, *ms the time. */
+static unsigned int run_alloc(const gh_dheap_t* h, uint32_t n, size_t bytes, float* ms, bool grow = true) {
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
   CUDA_OK(cudaMemset(d_count, 0, sizeof *d_count));
   CUDA_OK(cudaEventRecord(e0));
-  alloc_fill<<<n / 256, 256>>>(h, bytes, d_blocks, d_count);
+  if (grow)
+    alloc_fill<true><<<n / 256, 256>>>(h, bytes, d_blocks, d_count);
+  else
+    alloc_fill<false><<<n / 256, 256>>>(h, bytes, d_blocks, d_count);
   CUDA_OK(cudaEventRecord(e1));
   KERNEL_OK();
   CUDA_OK(cudaEventElapsedTime(ms, e0, e1));
@@ -129,6 +135,21 @@ int main(void) {
   served_in_one_kernel(512, 256 * 1024);
   served_in_one_kernel(262144, 256);
 
+  {
+    /* (4) The plain form on a heap that grows on demand: no request. */
+    gh_tmgr_t* tm = make_tm(1024, 1024, 32, 256);
+    const gh_dheap_t* dh = gh_heap_device(gh_tmgr_heap(tm));
+    float ms = 0;
+    const unsigned int got = run_alloc(dh, 512, 256 * 1024, &ms, false);
+    gh_tmgr_stats_t ts;
+    GH_OK_OR_DIE(gh_tmgr_stats(tm, &ts));
+    printf("gh_heap_malloc: %u of 512 x 256 KiB from a 32 MiB heap, %llu requests\n", got,
+           (unsigned long long)ts.heap_grow_asks);
+    CHECK(got >= 112 && got <= 128);
+    CHECK_EQ_U64(ts.heap_grow_asks, 0);
+    CHECK_EQ_U64(run_check_free(dh, 512, 256 * 1024), 0);
+    GH_OK_OR_DIE(gh_tmgr_destroy(tm));
+  }
   {
     /* (2) More than the heap may ever hold. */
     gh_tmgr_t* tm = make_tm(1024, 1024, 32, 256);
