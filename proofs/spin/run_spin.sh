@@ -15,11 +15,12 @@
 # the model does not build. Environment: SPIN and CC name the programs;
 # PAN_CFLAGS are added to pan's compile flags (e.g. -O2 for long searches),
 # PAN_FLAGS to its run flags (e.g. -w28 for a larger hash table);
-# GH_SPIN_KEEP=1 keeps the work directory (pan, the trail) for inspection.
+# GH_SPIN_KEEP=1 keeps the work directory (pan, the trail) for inspection;
+# GH_SPIN_MODEL names another model of this directory (grow.pml).
 set -u
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-model=$here/page.pml
+model=$here/${GH_SPIN_MODEL:-page.pml}
 
 usage() {
   echo "usage: $0 check [SPIN_FLAG...] | mutant NAME [SPIN_FLAG...]" >&2
@@ -43,7 +44,7 @@ case $mode in
     name=$(echo "$1" | tr '[:lower:]' '[:upper:]')
     shift
     if ! grep -q "MUTATION_${name}\b" "$model"; then
-      echo "run_spin.sh: no mutation MUTATION_${name} in page.pml" >&2
+      echo "run_spin.sh: no mutation MUTATION_${name} in $(basename "$model")" >&2
       exit 2
     fi
     flags=("-DMUTATION_${name}" "$@")
