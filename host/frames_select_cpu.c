@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "frames.h"
+#include "gpuheap/atomic.h"
 #include "gpuheap/cpu.h"
 #include "internal.h"
 
@@ -81,6 +82,10 @@ int _gh_heap_grow_channel(gh_heap_t* heap, uint32_t* words) {
   if (heap == NULL || words == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_grow_channel: NULL argument");
   gh_cpu_heap_core(heap->cpu)->grow = words;
   return GH_OK;
+}
+
+uint32_t _gh_heap_grown(const gh_heap_t* heap) {
+  return heap ? gh_atomic_load_acquire(&gh_cpu_heap_core(heap->cpu)->xgrown) : 0u;
 }
 
 int _gh_heap_bind_thread(gh_heap_t* heap) {

@@ -18,7 +18,9 @@ struct gh_heap_s {
   uint32_t frame_words;    /* page-bitmap words per frame */
   cudaStream_t side;       /* managed heaps: a stream that does not wait for the legacy one */
   uint32_t* zeros;         /* managed heaps: GH_HEAP_ZEROS bytes of pinned zeros, copied over page words to
-                              publish pages (a copy engine's work, which no running kernel holds up) */
+                              publish pages (a copy engine's work, which no running kernel holds up), then
+                              a word to stage the header's xgrown */
+  uint32_t grown;          /* growths published (the header's xgrown) */
 };
 
 #define GH_HEAP_ZEROS ((size_t)65536)
@@ -133,14 +135,14 @@ static int heap_create(gh_heap_t** out, size_t bytes, const gh_heap_options_t* o
       destroy_parts(heap);
       return err;
     }
-    const cudaError_t z = cudaHostAlloc((void**)&heap->zeros, GH_HEAP_ZEROS, cudaHostAllocPortable);
+    const cudaError_t z = cudaHostAlloc((void**)&heap->zeros, GH_HEAP_ZEROS + 64u, cudaHostAllocPortable);
     if (z != cudaSuccess) {
       heap->zeros = NULL;
       err = _gh_cuda_error((int)z, "cudaHostAlloc(zeros)", __FILE__, __LINE__);
       destroy_parts(heap);
       return err;
     }
-    memset(heap->zeros, 0, GH_HEAP_ZEROS);
+    memset(heap->zeros, 0, GH_HEAP_ZEROS + 64u);
   }
   err = zero_metadata(heap);
   if (!err) {
@@ -221,10 +223,17 @@ int _gh_heap_online(gh_heap_t* heap, size_t online_bytes) {
     const size_t n = end - at < GH_HEAP_ZEROS ? end - at : GH_HEAP_ZEROS;
     e = cudaMemcpyAsync((uint8_t*)heap->view.xpages + at, heap->zeros, n, cudaMemcpyHostToDevice, heap->side);
   }
+  /* Then the growth's number, after the words (stream order): a lane that
+   * reads it sees the pages (grow.h). */
+  uint32_t* stage = heap->zeros + GH_HEAP_ZEROS / 4u;
+  *stage = heap->grown + 1u;
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(&heap->d_heap->xgrown, stage, sizeof *stage, cudaMemcpyHostToDevice, heap->side);
   const cudaError_t f = cudaStreamSynchronize(heap->side);
   if (e == cudaSuccess) e = f;
-  if (e != cudaSuccess) return _gh_cuda_error((int)e, "cudaMemsetAsync(page bitmap)", __FILE__, __LINE__);
+  if (e != cudaSuccess) return _gh_cuda_error((int)e, "cudaMemcpyAsync(page bitmap)", __FILE__, __LINE__);
   heap->online_pages = pages;
+  heap->grown++;
   return GH_OK;
 }
 
@@ -244,6 +253,8 @@ int _gh_heap_grow_channel(gh_heap_t* heap, uint32_t* words) {
   }
   return GH_OK;
 }
+
+uint32_t _gh_heap_grown(const gh_heap_t* heap) { return heap ? heap->grown : 0u; }
 
 int _gh_heap_bind_thread(gh_heap_t* heap) {
   if (heap == NULL) return _gh_error(GH_ERR_INVAL, "_gh_heap_bind_thread: NULL heap");

@@ -81,6 +81,8 @@ gh_tmgr_t* _gh_heap_manager(const gh_heap_t* heap);
  * of host memory the device can reach: the provider's word_alloc) become
  * the heap's channel to the host. Before any kernel uses the heap. */
 int _gh_heap_grow_channel(gh_heap_t* heap, uint32_t* words);
+/* The growths _gh_heap_online has published (the header's xgrown). */
+uint32_t _gh_heap_grown(const gh_heap_t* heap);
 /* Make the calling thread (the manager's growth thread) ready to call the
  * functions above: the heap's device current. */
 int _gh_heap_bind_thread(gh_heap_t* heap);

@@ -1611,6 +1611,7 @@ static void gh_tm_snapshot(gh_tmgr_t* tm, gh_tmgr_stats_t* s) {
   s->chunk_changes = tm->chunk_changes;
   s->heap_grow_asks = __atomic_load_n(&tm->grow_asks, __ATOMIC_RELAXED);
   s->heap_grow_denied = __atomic_load_n(&tm->grow_denied, __ATOMIC_RELAXED);
+  s->heap_grow_stale = __atomic_load_n(&tm->grow_stale, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&tm->pmu);
 }
 
@@ -1990,8 +1991,9 @@ int gh_tmgr_maintain(gh_tmgr_t* tm) {
  * GH_TM_GROW_LOCK_NS (another thread may hold it while it waits for a
  * stream whose kernel waits here), grows with memory that waits for no
  * stream (gh_tm_heap_grow's nowait), and publishes the pages with a copy
- * engine (_gh_heap_online). It polls every 20 us while requests come and
- * backs off to 1 ms when idle. */
+ * engine (_gh_heap_online). A request from a lane that searched before the
+ * latest growth is answered by it, without growing again. It polls every
+ * 20 us while requests come and backs off to 1 ms when idle. */
 
 #define GH_TM_GROW_LOCK_NS 20000000ull
 #define GH_TM_GROW_POLL_NS 20000ull
@@ -2039,8 +2041,12 @@ static void* gh_tm_grow_main(void* arg) {
     }
     idle = GH_TM_GROW_POLL_NS;
     const size_t frames = __atomic_load_n(&ch[GH_GROW_FRAMES], __ATOMIC_RELAXED);
+    const uint32_t seen = __atomic_load_n(&ch[GH_GROW_SEEN], __ATOMIC_RELAXED);
     int rc = bound;
-    if (rc == GH_OK) {
+    if (rc == GH_OK && seen != _gh_heap_grown(tm->heap)) {
+      /* The heap grew since the asking lane searched: that growth answers. */
+      __atomic_add_fetch(&tm->grow_stale, 1, __ATOMIC_RELAXED);
+    } else if (rc == GH_OK) {
       rc = _gh_error(GH_ERR_BUSY, "heap growth on demand: the manager stayed busy");
       for (const uint64_t t0 = gh_tm_now_ns(); gh_tm_now_ns() - t0 < GH_TM_GROW_LOCK_NS;) {
         if (pthread_mutex_trylock(&tm->mu) == 0) {

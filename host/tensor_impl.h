@@ -492,11 +492,12 @@ struct gh_tmgr_s {
   size_t heap_online_f, heap_initial_f;
   /* Growth on demand (GH_TMGR_GROW_ON_DEMAND, include/gpuheap/grow.h):
    * the channel (the provider's word_alloc), the thread serving it, and
-   * the requests it answered (denied: without growth). */
+   * the requests it answered (denied: without growth; stale: by a growth
+   * made after the asking lane's search). */
   uint32_t* grow_words;
   pthread_t grow_thread;
   int grow_running, grow_stop;
-  uint64_t grow_asks, grow_denied;
+  uint64_t grow_asks, grow_denied, grow_stale;
   FILE* trace;  /* GPUHEAP_TRACE: the calls, one line each (gh_tm_trace) */
   /* gh_tmgr_record_history: a ring of at most hist_cap entries (0: off),
    * hist_alloc of them allocated (grown as entries come, until it wraps),

@@ -247,6 +247,8 @@ typedef struct gh_tmgr_stats_s {
   uint64_t heap_grow_asks;   /* GH_TMGR_GROW_ON_DEMAND: kernels' requests to grow the heap answered */
   uint64_t heap_grow_denied; /* ... of them, answered without growth (the heap at heap_max_bytes, both
                                 budgets spent, or the manager busy for 20 ms): those lanes got NULL */
+  uint64_t heap_grow_stale;  /* ... of them, answered by a growth made after the asking lane's search
+                                (searched again; the heap not grown again for them) */
 } gh_tmgr_stats_t;
 
 /* Called (on the thread of the failing call) when a request cannot be met

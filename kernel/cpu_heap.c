@@ -107,7 +107,10 @@ int _gh_cpu_heap_online(gh_cpu_heap_t* heap, uint32_t pages) {
   /* No searcher changes an all-ones word (its claims need a zero bit):
    * clearing the words publishes the pages while other threads allocate. */
   for (uint32_t w = heap->online / 32u; w < pages / 32u; w++) gh_atomic_store_release(&heap->h->xpages[w], 0u);
-  if (pages > heap->online) heap->online = pages;
+  if (pages > heap->online) {
+    heap->online = pages;
+    gh_atomic_store_release(&heap->h->xgrown, heap->h->xgrown + 1u);  /* (only the host writes it) */
+  }
   return GH_OK;
 }
 
@@ -162,12 +165,14 @@ void* gh_cpu_malloc(gh_cpu_heap_t* heap, size_t size) {
 
 void* gh_cpu_malloc_grow(gh_cpu_heap_t* heap, size_t size) {
   const gh_dheap_t* h = heap->h;
+  uint32_t seen = gh_grow_seen(h);
   void* p = gh_cpu_malloc(heap, size);
   const uint32_t pages = gh_grow_pages(h, size);
   if (p != NULL || h->grow == NULL || pages == 0u) return p;
   /* Ask the host, search again (grow.h); after a denial, once more. */
   for (uint32_t r = 0; r < GH_GROW_ROUNDS; r++) {
-    const bool grew = gh_grow_wait(h, gh_grow_ask(h, pages));
+    const bool grew = gh_grow_wait(h, gh_grow_ask(h, pages, seen));
+    seen = gh_grow_seen(h);
     if ((p = gh_cpu_malloc(heap, size)) != NULL || !grew) return p;
   }
   return NULL;

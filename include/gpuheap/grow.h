@@ -7,14 +7,23 @@
  * the latest one asked for, GH_GROW_DONE the latest the host has answered,
  * so at most one request is outstanding and every waiter waits for it.
  *
- *   lane (no room found)                     host (the manager's thread)
+ *   lane                                     host (the manager's thread)
+ *   s = xgrown; searches: no room
  *   d = DONE; a = xgrow
  *   a == d: CAS xgrow d -> d+1; the winner
- *     writes FRAMES, then WANT = d+1  ----->  sees WANT != DONE: maps frames
- *   waits until DONE >= a (or d+1)  <------   (no waits on the GPU), clears
- *   DENIED >= that generation: NULL           their page words, writes
- *   else: searches again                      DENIED (if it could not grow),
- *                                             then DONE = WANT
+ *     writes FRAMES, SEEN = s,
+ *     then WANT = d+1  -------------------->  sees WANT != DONE; SEEN older
+ *                                             than its growths: answers at
+ *                                             once (grown since the search);
+ *                                             else maps frames (no waits on
+ *                                             the GPU), clears their page
+ *                                             words, bumps xgrown, writes
+ *   waits until DONE >= a (or d+1)  <------   DENIED (if it could not grow),
+ *   DENIED >= that generation: NULL           then DONE = WANT
+ *   else: searches again
+ *
+ * SEEN keeps a crowd of lanes that all found the heap full from growing it
+ * once each: a request made before the latest growth is answered by it.
  *
  * The device waits only for the host, never the reverse: the host grows
  * with memory it can take without waiting for any stream (the device
@@ -39,6 +48,7 @@
 #define GH_GROW_DENIED 2u  /* written by the host before DONE: the latest generation it could not grow for */
 #define GH_GROW_FRAMES 3u  /* written before WANT: frames the asking lane needs at least (a run's; 1 for chunks) */
 #define GH_GROW_CLOSED 4u  /* written by the host when it stops serving: lanes no longer wait */
+#define GH_GROW_SEEN 5u    /* written before WANT: xgrown as the asking lane read it before its search */
 #define GH_GROW_WORDS 16u  /* the channel's size, in 32-bit words (64 bytes) */
 
 #define GH_GROW_WAIT_NS 1000000000ull /* a lane's longest wait for an answer (1 s; the host answers within
@@ -78,10 +88,14 @@ GH_FN uint64_t gh_grow_now_ns(void) {
 /* Generations compare modulo 2^32. */
 GH_FN bool gh_grow_reached(uint32_t x, uint32_t gen) { return (int32_t)(x - gen) >= 0; }
 
-/* Ask for growth (pages: what this lane needs at least, in one run) and
- * return the generation whose answer to wait for: the outstanding request
- * if there is one, else a new one this lane posts. */
-GH_FN uint32_t gh_grow_ask(const gh_dheap_t* h, uint32_t pages) {
+/* The heap's growths so far, read before a search (gh_grow_ask's seen). */
+GH_FN uint32_t gh_grow_seen(const gh_dheap_t* h) { return gh_atomic_load_acquire(&h->xgrown); }
+
+/* Ask for growth (pages: what this lane needs at least, in one run; seen:
+ * gh_grow_seen before the search that found no room) and return the
+ * generation whose answer to wait for: the outstanding request if there is
+ * one, else a new one this lane posts. */
+GH_FN uint32_t gh_grow_ask(const gh_dheap_t* h, uint32_t pages, uint32_t seen) {
   uint32_t* ch = h->grow;
   uint32_t* asked = (uint32_t*)&h->xgrow;
   const uint32_t d = gh_grow_load(&ch[GH_GROW_DONE]);
@@ -90,6 +104,7 @@ GH_FN uint32_t gh_grow_ask(const gh_dheap_t* h, uint32_t pages) {
   if (!gh_atomic_cas_acq_rel(asked, &a, d + 1u)) return a; /* another lane asked first */
   const uint64_t frame = (uint64_t)1 << GH_FRAME_SHIFT;
   gh_grow_store(&ch[GH_GROW_FRAMES], (uint32_t)((((uint64_t)pages << h->page_shift) + frame - 1u) / frame));
+  gh_grow_store(&ch[GH_GROW_SEEN], seen);
   gh_grow_store(&ch[GH_GROW_WANT], d + 1u);
   return d + 1u;
 }

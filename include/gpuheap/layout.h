@@ -69,7 +69,7 @@ GH_HD void gh_layout_header(gh_dheap_t* h, const gh_layout_t* L, uint8_t* base, 
   h->xerrors = (uint64_t*)(meta + L->errors_off);
   h->grow = NULL;
   h->xgrow = 0u;
-  h->grow_pad_ = 0u;
+  h->xgrown = 0u;
 }
 
 /* How statistics see one page, from its xstate, xcount and page bit. */

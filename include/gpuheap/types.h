@@ -130,7 +130,7 @@ typedef struct gh_dheap_s {
   uint32_t* grow;         /* a tensor manager's heap with GH_TMGR_GROW_ON_DEMAND: the channel to the host
                              (grow.h; host memory the device can reach), else NULL */
   uint32_t xgrow;         /* the latest growth generation asked for (grow.h) */
-  uint32_t grow_pad_;
+  uint32_t xgrown;        /* growths the host has published (a managed heap's; grow.h) */
   gh_class_t classes[GH_MAX_CLASSES];
 } gh_dheap_t;
 

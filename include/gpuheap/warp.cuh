@@ -279,14 +279,15 @@ GH_DEV void* gh_warp_malloc(const gh_dheap_t* h, size_t size, uint32_t* probes_o
  * next r, after which they search again, or 0: no search more (no growth
  * channel, a request larger than the heap may be, too many rounds), and
  * GH_GROW_ROUNDS after a denial (one search more). Out of line and small. */
-static __device__ __noinline__ uint32_t gh_warp_grow(const gh_dheap_t* h, size_t size, uint32_t r) {
+static __device__ __noinline__ uint32_t gh_warp_grow(const gh_dheap_t* h, size_t size, uint32_t r, uint32_t seen) {
   const uint32_t pages = gh_grow_pages(h, size);
   if (h->grow == NULL || pages == 0u || r >= GH_GROW_ROUNDS) return 0u;
   const uint32_t active = __activemask();
   const uint32_t lead = __ffs(active) - 1u;
   const uint32_t most = __reduce_max_sync(active, pages);
+  const uint32_t newest = __reduce_max_sync(active, seen);  /* a lane that searched the latest heap */
   bool grew = false;
-  if (gh_lane_id() == lead) grew = gh_grow_wait(h, gh_grow_ask(h, most));
+  if (gh_lane_id() == lead) grew = gh_grow_wait(h, gh_grow_ask(h, most, newest));
   return __shfl_sync(active, grew, lead) ? r + 1u : GH_GROW_ROUNDS;
 }
 
@@ -298,7 +299,9 @@ static __device__ __noinline__ uint32_t gh_warp_grow(const gh_dheap_t* h, size_t
  * per SM. */
 GH_DEV void* gh_warp_malloc_grow(const gh_dheap_t* h, size_t size, uint32_t* probes_out) {
   void* ptr;
-  for (uint32_t r = 0; (ptr = gh_warp_malloc(h, size, probes_out)) == NULL && (r = gh_warp_grow(h, size, r)) != 0u;) {
+  for (uint32_t r = 0, seen = gh_grow_seen(h); (ptr = gh_warp_malloc(h, size, probes_out)) == NULL &&
+                                               (r = gh_warp_grow(h, size, r, seen)) != 0u;
+       seen = gh_grow_seen(h)) {
   }
   return ptr;
 }

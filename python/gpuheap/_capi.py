@@ -104,6 +104,7 @@ class TmgrStats(ctypes.Structure):
         ("chunk_changes", c_uint64),
         ("heap_grow_asks", c_uint64),
         ("heap_grow_denied", c_uint64),
+        ("heap_grow_stale", c_uint64),
     ]
 
 

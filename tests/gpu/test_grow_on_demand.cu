@@ -115,15 +115,17 @@ static void served_in_one_kernel(uint32_t n, size_t bytes) {
   CHECK_EQ_U64(run_check_free(dh, n, bytes), 0);
   const unsigned int again = run_alloc(dh, n, bytes, &ms2);
   CHECK_EQ_U64(run_check_free(dh, n, bytes), 0);
-  printf("%u threads x %zu B (%zu MiB) from a 32 MiB heap: %u served in %.2f ms (%llu requests, %llu denied, heap "
-         "%zu MiB); again on the grown heap: %u in %.3f ms\n",
+  printf("%u threads x %zu B (%zu MiB) from a 32 MiB heap: %u served in %.2f ms (%llu requests, %llu denied, %llu "
+         "answered by a later growth; heap %zu MiB); again on the grown heap: %u in %.3f ms\n",
          n, bytes, (size_t)n * bytes / MiB, got, ms, (unsigned long long)ts.heap_grow_asks,
-         (unsigned long long)ts.heap_grow_denied, (size_t)(hs.heap_bytes / MiB), again, ms2);
+         (unsigned long long)ts.heap_grow_denied, (unsigned long long)ts.heap_grow_stale,
+         (size_t)(hs.heap_bytes / MiB), again, ms2);
   CHECK_EQ_U64(got, n);
   CHECK_EQ_U64(again, n);
   CHECK(ts.heap_grow_asks > 0);
   CHECK_EQ_U64(ts.heap_grow_denied, 0);
-  CHECK(hs.heap_bytes > 32 * MiB && hs.heap_bytes <= 256 * MiB);
+  /* No growth far beyond the need (visit 37, before SEEN: 64 MiB asked, 256 grown). */
+  CHECK(hs.heap_bytes > 32 * MiB && hs.heap_bytes <= (size_t)n * bytes + 64 * MiB);
   GH_OK_OR_DIE(gh_tmgr_destroy(tm));
 }
 
