@@ -361,7 +361,7 @@ def stats_to_dict(s):
               "bytes_evicted", "bytes_restored", "oom_events", "heap_grows", "heap_shrinks", "cached_frames",
               "peak_tensor_bytes", "moves", "move_ns", "stream_waits", "stream_wait_ns", "host_placed_bytes",
               "quiet_waits", "vmm_move_ns", "spare_frames", "ordered_moves",
-              "chunk_frames", "chunk_changes"):
+              "chunk_frames", "chunk_changes", "heap_grow_asks", "heap_grow_denied", "heap_grow_stale"):
         d[f] = getattr(s, f)
     return d
 
@@ -447,8 +447,9 @@ class Manager:
     backend ("default", "cuda_vmm", "sim"), device_budget, device_reserve,
     host_budget, va_bytes, low_watermark, high_watermark, heap_bytes,
     heap_max_bytes, heap (dict: page_bytes, slots, probe_limit, room_fill, refill_min),
-    host_pool_frames, grow_on_demand (reserved: the library refuses it for
-    now). Sizes take ints or "512MiB"-style strings.
+    host_pool_frames, grow_on_demand (kernels calling gh_malloc_grow on a
+    full device heap wait for the host to grow it; needs heap_max_bytes >
+    heap_bytes > 0). Sizes take ints or "512MiB"-style strings.
 
     A Manager made here is destroyed by close() (or leaving a with block);
     no stream may still use its tensors then. One that was made the global
