@@ -2012,16 +2012,16 @@ static int gh_tm_grow_serve(gh_tmgr_t* tm, size_t frames) {
   if (k == 0) k = 1;
   if (k > tm->heap_vf - tm->heap_online_f) k = tm->heap_vf - tm->heap_online_f;
   if (k == 0) return _gh_error(GH_ERR_BUDGET, "heap growth on demand: the heap is at heap_max_bytes");
-  int rc = GH_OK;
-  for (size_t done = 0; done < k && rc == GH_OK;) {
+  size_t done = 0;
+  while (done < k) {
     const size_t before = tm->heap_online_f;
     const size_t step = k - done < GH_TM_HEAP_STEP ? k - done : GH_TM_HEAP_STEP;
-    rc = gh_tm_heap_grow(tm, step, 1);
+    const int rc = gh_tm_heap_grow(tm, step, 1);
     done += tm->heap_online_f - before;
-    if (rc == GH_OK && tm->heap_online_f - before < step) break;  /* the budgets ran out */
-    if (rc != GH_OK && done) rc = GH_OK;                          /* grew, if less than asked */
+    if (rc != GH_OK) return done ? GH_OK : rc;  /* grew, if less than asked */
+    if (tm->heap_online_f - before < step) break;  /* the budgets ran out */
   }
-  return rc;
+  return GH_OK;
 }
 
 static void* gh_tm_grow_main(void* arg) {

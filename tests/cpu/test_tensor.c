@@ -3444,6 +3444,28 @@ static void grow_on_demand(size_t ops) {
     CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
   }
   {
+    /* A run longer than one growth step (64 frames) where the budgets hold
+     * exactly one step: the first step grows, the second finds nothing,
+     * and the request ends (with the growth) instead of trying again. */
+    gh_tmgr_t* tm = make_heap_tm_with(4, 512, 128, 4, GH_TMGR_GROW_ON_DEMAND);
+    if (!tm) return;
+    gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
+    CHECK(gh_cpu_malloc_grow(ch, 300 * MiB) == NULL);
+    gh_tmgr_stats_t s;
+    CHECK(gh_tmgr_stats(tm, &s) == GH_OK);
+    printf("grow on demand, a 300 MiB run: NULL, %llu frames grown, %llu requests (%llu denied)\n",
+           (unsigned long long)s.heap_grows, (unsigned long long)s.heap_grow_asks,
+           (unsigned long long)s.heap_grow_denied);
+    CHECK_EQ_U64(s.heap_grows * s.frame_bytes, 128 * MiB);
+    CHECK(s.heap_grow_denied >= 1);
+    void* b = gh_cpu_malloc_grow(ch, 100 * MiB);  /* fits the grown heap */
+    CHECK(b != NULL);
+    gh_cpu_free(ch, b);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tmgr_destroy(tm) == GH_OK);
+    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  }
+  {
     gh_tmgr_t* tm = make_heap_tm_with(2, 64, 96, 64, GH_TMGR_GROW_ON_DEMAND);
     if (!tm) return;
     gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
