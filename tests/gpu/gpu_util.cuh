@@ -41,6 +41,18 @@ static inline void skip_without_gpu(const char* name) {
   }
 }
 
+/* A tensor's words stamped with a pattern of `seed`, and the words found
+ * otherwise counted into *bad. */
+static __global__ void stamp(uint32_t* p, size_t words, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = seed * 2654435761u + (uint32_t)i;
+}
+
+static __global__ void verify(const uint32_t* p, size_t words, uint32_t seed, unsigned int* bad) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
+    if (p[i] != seed * 2654435761u + (uint32_t)i) atomicAdd(bad, 1u);
+}
+
 static inline gh_heap_t* make_heap(size_t bytes, size_t page_bytes) {
   gh_heap_options_t o;
   gh_heap_options_init(&o);

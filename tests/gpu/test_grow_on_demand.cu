@@ -41,16 +41,6 @@ __global__ void check_free(const gh_dheap_t* h, size_t bytes, void* const* block
   gh_heap_free(h, (void*)p);
 }
 
-__global__ void stamp(uint32_t* p, size_t words, uint32_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
-    p[i] = seed * 2654435761u + (uint32_t)i;
-}
-
-__global__ void verify(const uint32_t* p, size_t words, uint32_t seed, unsigned int* bad) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
-    if (p[i] != seed * 2654435761u + (uint32_t)i) atomicAdd(bad, 1u);
-}
-
 static unsigned int* d_count;
 static void** d_blocks;
 

@@ -41,16 +41,6 @@ __global__ void free_blocks(const gh_dheap_t* h, void* const* blocks) {
   gh_heap_free(h, blocks[t]);
 }
 
-__global__ void stamp(uint32_t* p, size_t words, uint32_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
-    p[i] = seed * 2654435761u + (uint32_t)i;
-}
-
-__global__ void verify(const uint32_t* p, size_t words, uint32_t seed, unsigned int* bad) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < words; i += (size_t)gridDim.x * blockDim.x)
-    if (p[i] != seed * 2654435761u + (uint32_t)i) atomicAdd(bad, 1u);
-}
-
 /* A 256-byte block a thread; *in_grown counts those at or past `grown_from`
  * bytes into the heap. */
 __global__ void alloc_small(const gh_dheap_t* h, void** out, size_t grown_from, unsigned int* in_grown) {
