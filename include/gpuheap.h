@@ -157,9 +157,10 @@ typedef enum gh_kind_e {
 typedef struct gh_tmgr_s gh_tmgr_t;
 
 /* Flags of gh_tmgr_options_t. */
-/* Kernels whose allocation finds no room in the device heap ask the host
- * to grow it and wait in place (a thread of the manager's serves them;
- * include/gpuheap/grow.h). The host grows only with memory it can take
+/* Kernels whose allocation with gh_malloc_grow / gh_heap_malloc_grow
+ * (gpuheap_device.cuh) finds no room in the device heap ask the host to
+ * grow it and wait in place (a thread of the manager's serves them;
+ * include/gpuheap/grow.h); gh_malloc and gh_heap_malloc never wait. The host grows only with memory it can take
  * without waiting for the GPU: device frames left in the budget, then new
  * host frames within the host budget (slower for kernels, at the same
  * addresses); the growth at sync points (gh_heap_maintain) also evicts.
