@@ -1878,8 +1878,7 @@ static int gh_tm_heap_grow(gh_tmgr_t* tm, size_t k, int nowait) {
   /* Single frames: the heap shrinks a frame at a time. */
   gh_tm_pa_t pas[GH_TM_HEAP_STEP];
   gh_pframe_t pfs[GH_TM_HEAP_STEP];
-  const size_t busy = gh_tm_dev_busy(tm) > tm->dev_used ? gh_tm_dev_busy(tm) : tm->dev_used;
-  const size_t free_f = tm->dev_budget_f > busy ? tm->dev_budget_f - busy : 0;
+  const size_t free_f = tm->dev_budget_f > tm->dev_used ? tm->dev_budget_f - tm->dev_used : 0;  /* spares count */
   const size_t dev = nowait ? (free_f < k ? free_f : k) : _gh_tm_device_room(tm, k, NULL);
   size_t got = 0;
   for (; got < k; got++) {

@@ -3356,12 +3356,15 @@ static void heap_threads(size_t ops) {
 
 /* GH_TMGR_GROW_ON_DEMAND: with no gh_heap_maintain at all, allocations
  * (gh_cpu_malloc_grow) that find the heap full ask the manager's thread
- * to grow it and wait (include/gpuheap/grow.h); gh_cpu_malloc does not. (1) 1 MiB blocks from a 4 MiB heap (at most
- * 32) until NULL: the heap reaches its most, every block but the last
- * few is served, the NULL comes with a denied request, and a block larger
- * than the heap's most is refused without asking. (2) A device budget
- * that tensors fill: the heap grows into new host frames (within the host
- * budget) and then is denied; the blocks keep their bytes. (3) Threads
+ * to grow it and wait (include/gpuheap/grow.h); gh_cpu_malloc does not.
+ * (1) 1 MiB blocks from a 4 MiB heap (at most 32) until NULL: the heap
+ * reaches its most, every block but the last few is served, the NULL
+ * comes with a denied request, and a block larger than the heap's most is
+ * refused without asking. (2) A device budget that tensors fill: the heap
+ * grows into new host frames (within the host budget) and then is denied;
+ * the blocks keep their bytes. (3) A growth whose map the driver refuses:
+ * denied, nothing published or lost. (4) A run longer than a growth step
+ * where the budgets hold one step: the request ends. (5) Threads
  * allocating and freeing (heap_worker_main) on a heap that grows only so:
  * no NULL, no block with other bytes; run under ThreadSanitizer too. */
 static void grow_on_demand(size_t ops) {
@@ -3439,6 +3442,37 @@ static void grow_on_demand(size_t ops) {
     if (t) CHECK(pat_check(t, 0, 12 * MiB, 9) == SIZE_MAX);
     for (size_t i = 0; i < nb; i++) gh_cpu_free(ch, b[i]);
     CHECK(gh_tensor_free(tm, t, NULL) == GH_OK);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    CHECK(gh_tmgr_destroy(tm) == GH_OK);
+    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  }
+  {
+    /* A growth whose map the driver refuses: the request denied (NULL),
+     * nothing published or lost; with the map allowed again it grows. */
+    gh_tmgr_t* tm = make_heap_tm_with(4, 8, 64, 64, GH_TMGR_GROW_ON_DEMAND);
+    if (!tm) return;
+    gh_cpu_heap_t* ch = _gh_heap_cpu(gh_tmgr_heap(tm));
+    void* b[4];
+    for (int i = 0; i < 4; i++) {
+      b[i] = gh_cpu_malloc(ch, MiB);  /* the 4 MiB heap full */
+      CHECK(b[i] != NULL);
+      if (b[i]) pat_fill(b[i], 0, MiB, 700 + (uint64_t)i);
+    }
+    CHECK(_gh_tmgr_sim_fail_map(tm, 1) == GH_OK);
+    CHECK(gh_cpu_malloc_grow(ch, MiB) == NULL);
+    CHECK(_gh_tmgr_sim_fail_map(tm, 0) == GH_OK);
+    gh_tmgr_stats_t s;
+    gh_heap_stats_t hs;
+    CHECK(gh_tmgr_stats(tm, &s) == GH_OK && gh_cpu_heap_stats(ch, &hs) == GH_OK);
+    CHECK_EQ_U64(hs.heap_bytes, 4 * MiB);
+    CHECK_EQ_U64(s.heap_grows, 0);
+    CHECK_EQ_U64(s.heap_grow_denied, 1);
+    CHECK(_gh_tmgr_check(tm) == GH_OK);
+    void* more = gh_cpu_malloc_grow(ch, MiB);
+    CHECK(more != NULL);
+    for (int i = 0; i < 4; i++) CHECK(b[i] && pat_check(b[i], 0, MiB, 700 + (uint64_t)i) == SIZE_MAX);
+    for (int i = 0; i < 4; i++) gh_cpu_free(ch, b[i]);
+    gh_cpu_free(ch, more);
     CHECK(_gh_tmgr_check(tm) == GH_OK);
     CHECK(gh_tmgr_destroy(tm) == GH_OK);
     CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
