@@ -6,9 +6,11 @@ is built (bench/NOTES.md, host side, row 143).
   python3 bench/pool_replay.py LOG [--pool ID] [--torch-dump FILE] [--check [POLICY]]
 
 LOG: a file of the program's stderr (plain, .gz or .xz); only lines
-starting "gpuheap pool: " are read. The model covers pools that only
-captures allocate to (torch.cuda.graph, make_graphed_callables): a begin
-is a capture, and a pool with a warm-up (CUDA graph trees) is refused.
+starting "gpuheap pool: " are read. A begin is a capture where one of its
+allocations was logged as made in a capture, else a warm-up (CUDA graph
+trees allocate to their pool with no capture underway: warm-ups and
+input copies); a free while a capture's begin is underway is taken to be
+in that capture (the log does not say).
 
 Policies, each over the log's requests (sizes, streams, frees, begins,
 ends) with its own placement:
@@ -16,20 +18,29 @@ ends) with its own placement:
          its stream from its size less a fifth to its size, in its capture,
          and after the capture's end to any capture if it was a temporary
          (made or given and freed in the capture, or kept by an earlier
-         graph and dead in this one); blocks held when a capture began or
-         ended stay that graph's
+         graph and dead in this one, in a pool with no warm-up); blocks held
+         when a capture began (inputs) stay that graph's; blocks held when
+         it ended (outputs) too, until the program frees them with no
+         capture underway after that end: then they go to later captures
+         (not to warm-ups), as PyTorch's pools give them
   split  the same, but where no block fits so, a request over 1 MiB takes
          the smallest freed block of its stream it may take that leaves at
          least 1 MiB, split there (the rest a freed block of the same
          segment); adjacent freed blocks of one segment with the same owner
          merge; the pool's bytes are its segments'
-  before_2f9e9c4  the rules without 2f9e9c4's (a block an earlier graph
-         kept stays its graph's wherever it is freed): device visit 36's
+  before_outputs  the rules before outputs freed after their graph's end
+         went to later captures (those stayed their graph's): device
+         visit 37's
+  before_2f9e9c4  before_outputs without 2f9e9c4's (a block an earlier
+         graph kept stays its graph's wherever it is freed): visit 36's
   keep   GPUHEAP_POOL_SHARE=0: every block a capture used stays its graph's
+  outputs_warm  the rules, with freed outputs going to warm-ups too
 
 --check [POLICY]: that policy (rules unless named; keep for a log made
-with GPUHEAP_POOL_SHARE=0) must make the log's own choices (each "new" a
-new block, each "again" the block logged); exits 1 where it does not.
+with GPUHEAP_POOL_SHARE=0, before_outputs for one made before that rule)
+must make the log's own choices (each "new" a new block, each "again" the
+block logged); exits 1 where it does not. Adoptions (CUDA graph trees'
+checkpoint restores) are not modeled.
 --torch-dump: bench/graph_pools.py --dump's file from PyTorch's allocator:
 its pool segments' bytes, for comparison."""
 import argparse
@@ -53,7 +64,8 @@ def open_log(path):
 
 def events(path):
     """The log as (kind, fields) tuples: begin/end/release (pool), new/again
-    (ptr, want, stream, pool[, block]), free (ptr), record (ptr)."""
+    (ptr, want, stream, pool[, block]), free (ptr), record (ptr). Each
+    begin's fields say whether it is a capture (see the module's text)."""
     out = []
     with open_log(path) as f:
         for line in f:
@@ -77,6 +89,15 @@ def events(path):
                 out.append(("free", {"ptr": w[0]}))
             elif kind == "record_stream":
                 out.append(("record", {"ptr": w[0]}))
+    underway = {}  # pool -> its begins' fields, oldest first
+    for kind, f in out:
+        if kind == "begin":
+            f["capture"] = False
+            underway.setdefault(f["pool"], []).append(f)
+        elif kind == "end" and underway.get(f["pool"]):
+            underway[f["pool"]].pop(0)
+        elif kind in ("new", "again") and not f["warm"] and underway.get(f["pool"]):
+            underway[f["pool"]][0]["capture"] = True
     return out
 
 
@@ -84,32 +105,45 @@ class Block:
     def __init__(self, seg, off, size, stream, pool):
         self.seg, self.off, self.size, self.stream, self.pool = seg, off, size, stream, pool
         self.held, self.owner, self.kept, self.shared = True, 0, False, False
+        self.captures_only = False  # (outputs) freed by the program after its graph's end
+        self.input = False          # held when the capture that keeps it began
 
 
 class Pools:
     """One policy's pools. alloc() returns a block; free() takes one."""
 
-    def __init__(self, split=False, share=True, dead_later=True):
-        self.split, self.share, self.dead_later = split, share, dead_later
+    def __init__(self, split=False, share=True, dead_later=True, outputs=None):
+        self.split, self.share, self.dead_later, self.outputs = split, share, dead_later, outputs
         self.blocks = []          # every block, freed or not
         self.reusable = {}        # freed blocks that may go again -> the order they became so
         self.seq = 0
-        self.begins = {}          # pool -> [serial, ...] underway
+        self.begins = {}          # pool -> [(serial, capture), ...] underway
         self.serial = 0
         self.segments = {}        # segment id -> bytes
+        self.warmed = set()       # pools allocated to with no capture underway
 
-    def own_held(self, pool, serial):
+    def first(self, pool):
+        """The oldest begin of pool underway: (serial, capture), or (0, False)."""
+        active = self.begins.get(pool)
+        return active[0] if active else (0, False)
+
+    def own_held(self, pool, serial, start=False):
         for b in self.blocks:
             if b.pool == pool and b.held and b.owner in (0, serial):
+                if start or not b.kept:
+                    b.input = start
                 b.owner, b.kept = serial, True
 
-    def begin(self, pool):
+    def begin(self, pool, capture=True):
         self.serial += 1
-        self.begins.setdefault(pool, []).append(self.serial)
-        self.own_held(pool, self.serial)
+        self.begins.setdefault(pool, []).append((self.serial, capture))
+        if capture:
+            self.own_held(pool, self.serial, start=True)
 
     def end(self, pool):
-        serial = self.begins[pool].pop(0)
+        serial, capture = self.begins[pool].pop(0)
+        if not capture:
+            return
         self.own_held(pool, serial)
         for b in list(self.reusable):
             if b.pool == pool and b.owner == serial:
@@ -120,10 +154,16 @@ class Pools:
         self.merge_all()
 
     def may_take(self, b, pool, stream, serial):
-        return b.pool == pool and b.stream == stream and b.owner in (0, serial)
+        """serial: the capture asking, 0 for a warm-up."""
+        if b.captures_only and not serial:
+            return False
+        return b.pool == pool and b.stream == stream and (b.owner == 0 or b.owner == serial != 0)
 
     def alloc(self, pool, want, stream):
-        serial = self.begins[pool][0]
+        serial, capture = self.first(pool)
+        if not capture:
+            serial = 0
+            self.warmed.add(pool)
         fits = [b for b in self.reusable if self.may_take(b, pool, stream, serial) and want <= b.size <= want + want // 4]
         if fits:
             b = min(fits, key=lambda b: (b.size, self.reusable[b]))
@@ -141,7 +181,9 @@ class Pools:
         else:
             return self.new(pool, want, stream, serial)
         del self.reusable[b]
-        b.held, b.owner = True, serial
+        b.held, b.captures_only = True, False
+        if serial:
+            b.owner = serial
         return b
 
     def keep(self, b):
@@ -158,13 +200,16 @@ class Pools:
 
     def free(self, b):
         b.held = False
-        active = self.begins.get(b.pool, [])
-        if active:
-            serial = active[0]
+        serial, capture = self.first(b.pool)
+        active = [s for s, _ in self.begins.get(b.pool, [])]
+        if capture:
             if b.owner == 0:
                 b.owner = serial
-            elif b.owner != serial and b.kept and self.share and self.dead_later:
+            elif (b.owner != serial and b.kept and self.share and self.dead_later
+                  and b.pool not in self.warmed):
                 b.owner, b.kept = serial, False
+        elif self.outputs and b.kept and not b.input and b.owner not in active:
+            b.owner, b.kept, b.captures_only = 0, False, self.outputs == "captures"
         if not b.shared and (b.owner == 0 or b.owner in active):
             self.keep(b)
             self.merge_all()
@@ -187,8 +232,9 @@ class Pools:
         return sum(self.segments.values())
 
 
-POLICIES = {"rules": {}, "split": {"split": True}, "before_2f9e9c4": {"dead_later": False},
-            "keep": {"share": False, "dead_later": False}}
+POLICIES = {"rules": {"outputs": "captures"}, "split": {"split": True, "outputs": "captures"},
+            "before_outputs": {}, "before_2f9e9c4": {"dead_later": False},
+            "keep": {"share": False, "dead_later": False}, "outputs_warm": {"outputs": "all"}}
 
 
 def replay(evs, policy, check=False):
@@ -199,13 +245,12 @@ def replay(evs, policy, check=False):
     bad = 0
     for kind, f in evs:
         if kind == "begin":
-            P.begin(f["pool"])
+            P.begin(f["pool"], f.get("capture", True))
         elif kind == "end":
             P.end(f["pool"])
         elif kind in ("new", "again"):
-            if f["warm"] or not P.begins.get(f["pool"]):
-                raise SystemExit(f"pool_replay: pool {f['pool']}: an allocation with no capture underway "
-                                 "(a warm-up, CUDA graph trees): not modeled")
+            if not P.begins.get(f["pool"]):
+                raise SystemExit(f"pool_replay: pool {f['pool']}: an allocation with no begin underway")
             n = len(P.segments)
             b = P.alloc(f["pool"], f["want"], f["stream"])
             if check:
