@@ -151,6 +151,8 @@ struct gh_frames_s {
 static size_t gh_sim_live_all = 0;    /* atomic: frames live over all instances */
 static size_t gh_sim_leaked_all = 0;  /* atomic: frames, events, streams cleaned up by close */
 static uint32_t gh_sim_fail_stream = 0; /* atomic: stream creations until one fails (0: none) */
+static uint32_t gh_sim_fail_word = 0;   /* atomic: word allocations until one fails (0: none) */
+static size_t gh_sim_words_live = 0;    /* atomic: words allocated and not freed, all frames */
 
 static int gh_sim_tier_ok(gh_tier_t t) { return t == GH_TIER_DEVICE || t == GH_TIER_HOST; }
 
@@ -523,12 +525,18 @@ static void gh_sim_eager(gh_frames_t* f) {
   f->eager_runs++;
 }
 
+/* A process-wide countdown of calls to refuse (gh_sim_fail_stream,
+ * gh_sim_fail_word): 1 when this call is the one. */
+static int gh_sim_countdown(uint32_t* left) {
+  uint32_t n = __atomic_load_n(left, __ATOMIC_RELAXED);
+  while (n && !__atomic_compare_exchange_n(left, &n, n - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return n == 1;
+}
+
 static int gh_sim_stream_create(gh_frames_t* f, gh_stream_t* out) {
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim stream_create: bad arguments");
-  uint32_t n = __atomic_load_n(&gh_sim_fail_stream, __ATOMIC_RELAXED);
-  while (n && !__atomic_compare_exchange_n(&gh_sim_fail_stream, &n, n - 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-  }
-  if (n == 1)  /* as cudaStreamCreate failing: no stream */
+  if (gh_sim_countdown(&gh_sim_fail_stream))  /* as cudaStreamCreate failing: no stream */
     return _gh_error(GH_ERR_CUDA, "sim stream_create: refused on purpose (_gh_frames_sim_fail_stream)");
   gh_sim_stream_t* s = calloc(1, sizeof *s);
   if (!s) return _gh_error(GH_ERR_NOMEM, "sim stream_create: out of memory");
@@ -626,13 +634,18 @@ int _gh_frames_sim_run_stream(gh_frames_t* f, gh_stream_t stream) { return gh_si
 
 static int gh_sim_word_alloc(gh_frames_t* f, uint32_t** out) {
   if (!f || !out) return _gh_error(GH_ERR_INVAL, "sim word_alloc: bad arguments");
+  if (gh_sim_countdown(&gh_sim_fail_word))  /* as cudaHostAlloc failing */
+    return _gh_error(GH_ERR_NOMEM, "sim word_alloc: refused on purpose (_gh_frames_sim_fail_word)");
   *out = calloc(1, 64);
-  return *out ? GH_OK : _gh_error(GH_ERR_NOMEM, "sim word_alloc: out of memory");
+  if (!*out) return _gh_error(GH_ERR_NOMEM, "sim word_alloc: out of memory");
+  __atomic_add_fetch(&gh_sim_words_live, 1, __ATOMIC_RELAXED);
+  return GH_OK;
 }
 
 static int gh_sim_word_free(gh_frames_t* f, uint32_t* w) {
   if (!f || !w) return _gh_error(GH_ERR_INVAL, "sim word_free: bad arguments");
   free(w);
+  __atomic_sub_fetch(&gh_sim_words_live, 1, __ATOMIC_RELAXED);
   return GH_OK;
 }
 
@@ -831,6 +844,8 @@ void _gh_frames_sim_fail_sync(gh_frames_t* f, uint32_t nth) {
 }
 
 void _gh_frames_sim_fail_stream(uint32_t nth) { __atomic_store_n(&gh_sim_fail_stream, nth, __ATOMIC_RELAXED); }
+void _gh_frames_sim_fail_word(uint32_t nth) { __atomic_store_n(&gh_sim_fail_word, nth, __ATOMIC_RELAXED); }
+size_t _gh_frames_sim_words_live(void) { return __atomic_load_n(&gh_sim_words_live, __ATOMIC_RELAXED); }
 
 void _gh_frames_sim_fail_events_from(gh_frames_t* f, uint32_t nth) {
   if (!f) return;

@@ -82,6 +82,12 @@ int _gh_frames_sim_fail_armed(gh_frames_t* f);
  * manager creates its streams inside gh_tmgr_create, before a test can
  * reach its frames. */
 void _gh_frames_sim_fail_stream(uint32_t nth);
+/* Tests: the nth word allocation (word_alloc: a manager's growth channel,
+ * its mover's word) from now on, in any frames of the process, fails with
+ * GH_ERR_NOMEM and allocates nothing; 0 cancels. */
+void _gh_frames_sim_fail_word(uint32_t nth);
+/* Tests: words allocated and not freed, in all frames of the process. */
+size_t _gh_frames_sim_words_live(void);
 /* Tests: as _gh_frames_sim_fail_event, and every event record after the
  * nth fails too (a GPU whose events stopped working); 0 cancels. */
 void _gh_frames_sim_fail_events_from(gh_frames_t* f, uint32_t nth);

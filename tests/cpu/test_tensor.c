@@ -3530,6 +3530,31 @@ static void grow_on_demand(size_t ops) {
     CHECK(gh_tmgr_destroy(tm) == GH_OK);
     CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
   }
+  {
+    /* The channel's word refused by the provider (the first word a
+     * manager asks for): the create fails with the provider's error and
+     * leaves nothing behind (no frames, no word, no manager). */
+    const size_t words = _gh_frames_sim_words_live();
+    gh_tmgr_options_t o;
+    gh_tmgr_options_init(&o);
+    o.backend = GH_BACKEND_SIM;
+    o.device_budget = 64 * MiB, o.host_budget = 64 * MiB;
+    o.heap_bytes = 4 * MiB, o.heap_max_bytes = 32 * MiB;
+    o.host_pool_frames = 0;
+    o.flags = GH_TMGR_GROW_ON_DEMAND;
+    gh_tmgr_t* bad = (gh_tmgr_t*)1;
+    _gh_frames_sim_fail_word(1);
+    const int rc = gh_tmgr_create(&bad, &o);
+    _gh_frames_sim_fail_word(0);
+    CHECK_MSG(rc == GH_ERR_NOMEM && bad == NULL, "growth channel refused: rc %d", rc);
+    CHECK(strstr(gh_last_error_detail(), "refused on purpose") != NULL);
+    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+    CHECK_EQ_U64(_gh_frames_sim_words_live(), words);
+    gh_tmgr_t* tm = NULL;  /* and the next create is whole */
+    CHECK(gh_tmgr_create(&tm, &o) == GH_OK && tm != NULL);
+    if (tm) CHECK(gh_tmgr_destroy(tm) == GH_OK);
+    CHECK_EQ_U64(_gh_frames_sim_words_live(), words);
+  }
 }
 
 /* Fault sweep: one scenario of moves (an eviction for room, an evict
