@@ -126,6 +126,15 @@ static void capture_end(gh_mempool_id id) {
   gh_torch_end_allocate_to_pool(0, id);
 }
 
+/* A warm-up's begin (or end) of pool id: allocations of CAP routed to the
+ * pool with no capture underway, as CUDA graph trees do. */
+static void warm_up(gh_mempool_id id, bool begin) {
+  if (begin)
+    gh_torch_begin_allocate_to_pool(0, id, [](gh_stream_t s) { return s == CAP; });
+  else
+    gh_torch_end_allocate_to_pool(0, id);
+}
+
 /* A block of `bytes` made in a capture into pool a, freed while a capture
  * into pool b is underway, and pool a released then: retired, since no
  * wait for the device may run during a capture. The capture into b is
@@ -264,12 +273,7 @@ static void shared_pool_and_adoption() {
  * way. */
 static void shared_temporaries() {
   const gh_mempool_id gp{31, 0};
-  auto warm = [&](bool begin) {
-    if (begin)
-      gh_torch_begin_allocate_to_pool(0, gp, [](gh_stream_t s) { return s == CAP; });
-    else
-      gh_torch_end_allocate_to_pool(0, gp);
-  };
+  auto warm = [&](bool begin) { warm_up(gp, begin); };
   warm(true);
   void* in = alloc(2 * MiB, CAP);                /* an input copy, made with no capture */
   warm(false);
@@ -321,10 +325,10 @@ static void shared_temporaries() {
 static void dead_in_later_capture(bool warmed) {
   const gh_mempool_id gc{warmed ? 41u : 40u, 0};
   if (warmed) {  /* a warm-up allocating to the pool with no capture */
-    gh_torch_begin_allocate_to_pool(0, gc, [](gh_stream_t s) { return s == CAP; });
+    warm_up(gc, true);
     void* w = alloc(4 * MiB, CAP);
     gh_torch_free(w, 4 * MiB, 0, CAP);
-    gh_torch_end_allocate_to_pool(0, gc);
+    warm_up(gc, false);
   }
   capture_begin(gc, cap_filter());              /* the forward */
   void* saved = alloc(2 * MiB, CAP);
@@ -368,12 +372,7 @@ static void dead_in_later_capture(bool warmed) {
  * The forward's output, freed after its recording, is a later one's. */
 static void trees_input_copies() {
   const gh_mempool_id gt{21, 0};
-  auto warm = [&](bool begin) {  /* the trees' allocations of input copies: no capture */
-    if (begin)
-      gh_torch_begin_allocate_to_pool(0, gt, [](gh_stream_t s) { return s == CAP; });
-    else
-      gh_torch_end_allocate_to_pool(0, gt);
-  };
+  auto warm = [&](bool begin) { warm_up(gt, begin); };  /* the trees' allocations of input copies: no capture */
   warm(true);
   void* xf = alloc(512 * 1024, CAP);            /* the forward's input copy */
   warm(false);
@@ -423,12 +422,7 @@ static void trees_input_copies() {
 static void outputs_after_their_graph() {
   const gh_mempool_id go{51, 0}, other{52, 0};
   const size_t H = MiB / 2, M3 = 3 * MiB / 2;   /* sizes no quarter apart */
-  auto warm = [&](bool begin) {
-    if (begin)
-      gh_torch_begin_allocate_to_pool(0, go, [](gh_stream_t s) { return s == CAP; });
-    else
-      gh_torch_end_allocate_to_pool(0, go);
-  };
+  auto warm = [&](bool begin) { warm_up(go, begin); };
   warm(true);
   void* in = alloc(H, CAP);               /* an input copy */
   warm(false);
