@@ -40,7 +40,8 @@ ends) with its own placement:
 with GPUHEAP_POOL_SHARE=0, before_outputs for one made before that rule)
 must make the log's own choices (each "new" a new block, each "again" the
 block logged); exits 1 where it does not. Adoptions (CUDA graph trees'
-checkpoint restores) are not modeled.
+checkpoint restores: "adopt:", "unadopt") take a block out of reach until
+given up, as the library does.
 --torch-dump: bench/graph_pools.py --dump's file from PyTorch's allocator:
 its pool segments' bytes, for comparison."""
 import argparse
@@ -51,7 +52,7 @@ import re
 import sys
 
 MiB = 1 << 20
-LINE = re.compile(r"gpuheap pool: (\w+) (.*)$")
+LINE = re.compile(r"gpuheap pool: (\w+:?) (.*)$")
 
 
 def open_log(path):
@@ -74,8 +75,10 @@ def events(path):
                 continue
             kind, rest = m.groups()
             w = rest.split()
-            if kind in ("begin", "end", "release"):
+            if kind in ("begin", "end"):
                 out.append((kind, {"pool": w[1]}))
+            elif kind == "release":  # "release pool ID (uses N)": the last use goes at N = 1
+                out.append((kind, {"pool": w[1], "last": w[3].rstrip(")") == "1"}))
             elif kind == "new":  # owner 0: made with no capture underway
                 if len(w) < 8:
                     raise SystemExit("pool_replay: a log without blocks' owners (before f024ed1): "
@@ -86,7 +89,14 @@ def events(path):
                 out.append(("again", {"ptr": w[0], "want": int(w[1]), "block": int(w[3].rstrip(")")),
                                       "stream": w[5], "pool": w[7], "warm": "(no capture)" in rest}))
             elif kind == "free" and not w[0].endswith(":"):
-                out.append(("free", {"ptr": w[0]}))
+                # whether a capture was underway on its stream: "(no capture)"
+                # or "(capture)" since 75c6a32's logs, unknown (None) before
+                flag = False if "(no capture)" in rest else True if "(capture)" in rest else None
+                out.append(("free", {"ptr": w[0], "capturing": flag}))
+            elif kind == "adopt:":  # a checkpoint restore's "adopt: PTR (state)" or "adopt: PTR given up"
+                out.append(("give_up" if "given up" in rest else "adopt", {"ptr": w[0]}))
+            elif kind == "unadopt":
+                out.append(("give_up", {"ptr": w[0]}))
             elif kind == "record_stream":
                 out.append(("record", {"ptr": w[0]}))
     underway = {}  # pool -> its begins' fields, oldest first
@@ -106,6 +116,7 @@ class Block:
         self.seg, self.off, self.size, self.stream, self.pool = seg, off, size, stream, pool
         self.held, self.owner, self.kept, self.shared = True, 0, False, False
         self.captures_only = False  # (outputs) freed by the program after its graph's end
+        self.adopted = False        # a checkpoint restore's storage over it
         self.input = False          # held when the capture that keeps it began
 
 
@@ -129,7 +140,7 @@ class Pools:
 
     def own_held(self, pool, serial, start=False):
         for b in self.blocks:
-            if b.pool == pool and b.held and b.owner in (0, serial):
+            if b.pool == pool and (b.held or b.adopted) and b.owner in (0, serial):
                 if start or not b.kept:
                     b.input = start
                 b.owner, b.kept = serial, True
@@ -198,21 +209,69 @@ class Pools:
         self.blocks.append(b)
         return b
 
-    def free(self, b):
+    def release(self, pool):
+        """pool's last use gone: its freed blocks given back, the rest
+        retired as they are freed (a later pool of that id is another)."""
+        self.begins.pop(pool, None)
+        self.warmed.discard(pool)
+        for b in self.blocks:
+            if b.pool == pool:
+                self.reusable.pop(b, None)
+                b.pool = ("released", pool)
+
+    def free(self, b, capturing=None):
+        """capturing: whether a capture was underway on the freeing stream
+        (None where the log does not say: then its pool's oldest begin
+        underway says, and another pool's capture where it has none)."""
         b.held = False
+        if isinstance(b.pool, tuple):  # its pool is gone: retired
+            return
         serial, capture = self.first(b.pool)
+        if capturing and serial and not capture:  # the capture seen at a free
+            self.begins[b.pool][0] = (serial, True)
+            self.own_held(b.pool, serial, start=True)
+            capture = True
         active = [s for s, _ in self.begins.get(b.pool, [])]
-        if capture:
+        if capturing is None:
+            elsewhere = not capture and any(c for begins in self.begins.values() for _, c in begins)
+        else:
+            elsewhere, capture = capturing and not capture, capturing and capture
+        if elsewhere:  # in another pool's capture (the log has one stream): neither rule
+            pass
+        elif capture:
             if b.owner == 0:
                 b.owner = serial
             elif (b.owner != serial and b.kept and self.share and self.dead_later
                   and b.pool not in self.warmed):
                 b.owner, b.kept = serial, False
-        elif self.outputs and b.kept and not b.input and b.owner not in active:
+        elif not b.adopted:
+            self.dead_output(b)
+        if not b.adopted:
+            self.done(b)
+
+    def dead_output(self, b):
+        active = [s for s, _ in self.begins.get(b.pool, [])]
+        if self.outputs and b.kept and not b.input and b.owner not in active:
             b.owner, b.kept, b.captures_only = 0, False, self.outputs == "captures"
+
+    def done(self, b):
+        """b, neither held nor adopted: kept for reuse where it may go again."""
+        active = [s for s, _ in self.begins.get(b.pool, [])]
         if not b.shared and (b.owner == 0 or b.owner in active):
             self.keep(b)
             self.merge_all()
+
+    def adopt(self, b):
+        self.reusable.pop(b, None)
+        b.adopted = True
+
+    def give_up(self, b):
+        b.adopted = False
+        if b.held or isinstance(b.pool, tuple):
+            return
+        if not any(self.begins.values()):  # (no capture of any pool underway)
+            self.dead_output(b)
+        self.done(b)
 
     def merge_all(self):
         if not self.split:
@@ -248,6 +307,8 @@ def replay(evs, policy, check=False):
             P.begin(f["pool"], f.get("capture", True))
         elif kind == "end":
             P.end(f["pool"])
+        elif kind == "release" and f["last"]:
+            P.release(f["pool"])
         elif kind in ("new", "again"):
             if not P.begins.get(f["pool"]):
                 raise SystemExit(f"pool_replay: pool {f['pool']}: an allocation with no begin underway")
@@ -261,9 +322,11 @@ def replay(evs, policy, check=False):
             live[f["ptr"]] = b
             live[("was", f["ptr"])] = b
         elif kind == "free" and f["ptr"] in live:
-            P.free(live.pop(f["ptr"]))
+            P.free(live.pop(f["ptr"]), f.get("capturing"))
         elif kind == "record" and f["ptr"] in live:
             live[f["ptr"]].shared = True
+        elif kind in ("adopt", "give_up") and ("was", f["ptr"]) in live:
+            getattr(P, kind)(live[("was", f["ptr"])])
     return P, bad
 
 

@@ -422,7 +422,8 @@ bool gh_pool_free(void* ptr, gh_stream_t stream) {
     } else if (!capturing && !it->second.adopted && pit != P.pools.end()) {
       gh_dead_output(pit->second, it->first, it->second);
     }
-    gh_pool_log("free %p%s", ptr, it->second.adopted ? " (adopted: kept)" : it->second.shared ? " (shared)" : "");
+    gh_pool_log("free %p%s%s", ptr, it->second.adopted ? " (adopted: kept)" : it->second.shared ? " (shared)" : "",
+                capturing ? " (capture)" : " (no capture)");
     if (!it->second.adopted) retired = gh_block_done(P, it);  /* else its storage keeps it */
   }
   if (retired) gh_give_back_retired();
