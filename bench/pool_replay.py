@@ -19,25 +19,25 @@ ends) with its own placement:
          and after the capture's end to any capture if it was a temporary
          (made or given and freed in the capture, or kept by an earlier
          graph and dead in this one, in a pool with no warm-up); blocks held
-         when a capture began (inputs) stay that graph's; blocks held when
-         it ended (outputs) too, until the program frees them with no
-         capture underway after that end: then they go to later captures
-         (not to warm-ups), as PyTorch's pools give them
+         when a capture began or ended (inputs, outputs) stay that graph's
   split  the same, but where no block fits so, a request over 1 MiB takes
          the smallest freed block of its stream it may take that leaves at
          least 1 MiB, split there (the rest a freed block of the same
          segment); adjacent freed blocks of one segment with the same owner
          merge; the pool's bytes are its segments'
-  before_outputs  the rules before outputs freed after their graph's end
-         went to later captures (those stayed their graph's): device
-         visit 37's
-  before_2f9e9c4  before_outputs without 2f9e9c4's (a block an earlier
-         graph kept stays its graph's wherever it is freed): visit 36's
+  outputs  the rules, and an output (a block a capture made or was given
+         and held at its end) that the program frees with no capture
+         underway after that end, or whose adoption is given up, goes to
+         later captures (not to warm-ups), as PyTorch's pools give it.
+         Not the library's: at device visit 38 it made gpu_edges.py's
+         compile_mid compute wrong gradients (bench/results/logs-visit38/)
+  outputs_warm  outputs, and to warm-ups too
+  before_2f9e9c4  the rules without 2f9e9c4's (a block an earlier graph
+         kept stays its graph's wherever it is freed): visit 36's
   keep   GPUHEAP_POOL_SHARE=0: every block a capture used stays its graph's
-  outputs_warm  the rules, with freed outputs going to warm-ups too
 
 --check [POLICY]: that policy (rules unless named; keep for a log made
-with GPUHEAP_POOL_SHARE=0, before_outputs for one made before that rule)
+with GPUHEAP_POOL_SHARE=0, outputs for device visit 38's trees log)
 must make the log's own choices (each "new" a new block, each "again" the
 block logged); exits 1 where it does not. Adoptions (CUDA graph trees'
 checkpoint restores: "adopt:", "unadopt") take a block out of reach until
@@ -291,9 +291,9 @@ class Pools:
         return sum(self.segments.values())
 
 
-POLICIES = {"rules": {"outputs": "captures"}, "split": {"split": True, "outputs": "captures"},
-            "before_outputs": {}, "before_2f9e9c4": {"dead_later": False},
-            "keep": {"share": False, "dead_later": False}, "outputs_warm": {"outputs": "all"}}
+POLICIES = {"rules": {}, "split": {"split": True}, "outputs": {"outputs": "captures"},
+            "outputs_warm": {"outputs": "all"}, "before_2f9e9c4": {"dead_later": False},
+            "keep": {"share": False, "dead_later": False}}
 
 
 def replay(evs, policy, check=False):

@@ -40,18 +40,19 @@
  *     held when a capture began or ended (an input, the trees' input
  *     copies among them, or an output) belongs to that capture's graph,
  *     which reads or writes it at every replay: no other capture and no
- *     warm-up gets it while the program holds it, nor when a later
- *     capture frees it (bench/results/logs-compile/ run 9: another
- *     function's recording took the memory of a replayed forward's saved
- *     input, freed so, and the backward read the other graph's output
- *     there), with two exceptions, as PyTorch's pools have them: in a
- *     pool with no warm-up, such a block that a later capture frees (a
- *     forward's saved activation freed by its backward) is that capture's
- *     temporary from then on; and an output (not an input) that the
- *     program frees with no capture underway on its stream, after its
- *     capture's end, goes to later captures (not to warm-ups), CUDA graph
- *     trees tracking their graphs' outputs (gh_dead_output).
- *     GPUHEAP_POOL_SHARE=0 keeps temporaries and outputs with their graph. A
+ *     warm-up gets it (but in a pool with no warm-up, such a block that a
+ *     later capture frees, a forward's saved activation freed by its
+ *     backward, is that capture's temporary from then on), though
+ *     PyTorch's own pools share such memory too and rely on CUDA graph
+ *     trees to know when a graph's outputs are dead (they did not, once:
+ *     bench/results/logs-compile/ run 9, where another function's
+ *     recording took the memory of a replayed forward's saved input and
+ *     the backward read the other graph's output there; and giving an
+ *     output the program dropped after its capture to later captures, as
+ *     PyTorch's pools do, made that program's gradients wrong again:
+ *     bench/results/logs-visit38/, the trees' replays make storages over
+ *     such blocks that no allocator sees).
+ *     GPUHEAP_POOL_SHARE=0 keeps temporaries with their graph as well. A
  *     block record_stream'ed on another stream is kept and never given
  *     again;
  *   - at its release, gives its freed blocks back to the manager after a
@@ -155,8 +156,6 @@ struct gh_block {
   uint64_t owner;       /* the capture whose graph uses it (its serial), 0 none: given again only in it */
   bool kept;            /* held by the program when a capture of its pool began or ended (an input or an
                            output of that graph): never shared with another capture */
-  bool input;           /* kept as held when that capture began (the trees' input copies among them) */
-  bool captures_only;   /* an output the program freed after its graph's end: given again to captures only */
 };
 
 /* One begin of a pool: its filter, a serial, whether a capture was seen. */
@@ -249,14 +248,11 @@ bool gh_block_done(gh_pools& P, std::unordered_map<void*, gh_block>::iterator it
 
 /* Under P.mu: the blocks of pool `id` that the program holds now and no
  * other graph owns become the graph of capture `serial`'s for good (its
- * input copies among them: the graph reads them at every replay), at the
- * capture's start (inputs) or end (outputs: what it made or was given and
- * still holds; a block it never had is taken for an input). */
-void gh_own_held(gh_pools& P, const gh_mempool_id& id, uint64_t serial, bool start) {
+ * input copies among them: the graph reads them at every replay). */
+void gh_own_held(gh_pools& P, const gh_mempool_id& id, uint64_t serial) {
   for (auto& kv : P.blocks) {
     gh_block& b = kv.second;
     if (b.pool != id || !(b.held || b.adopted) || (b.owner != 0 && b.owner != serial)) continue;
-    if (start || !b.kept) b.input = start || b.owner == 0;
     b.owner = serial;
     b.kept = true;
   }
@@ -274,30 +270,11 @@ bool gh_pool_share() {
   return on;
 }
 
-/* Under P.mu: block b (at p), neither held nor adopted any more, dead
- * with no capture underway on the stream that let it go. Where it is an
- * output its graph kept (made or given in that graph's capture, held at
- * its end) and that capture is over, it goes to later captures of its
- * pool (not to warm-ups), as PyTorch's pools give it: CUDA graph trees
- * track their graphs' outputs and replay a graph only where the outputs
- * that were dead at its recording are dead again (bench/NOTES.md, host
- * side, row 145). Inputs (the trees' input copies, which they do not
- * track) stay their graph's; so does everything with GPUHEAP_POOL_SHARE=0. */
-void gh_dead_output(const gh_pool& pool, void* p, gh_block& b) {
-  if (!b.kept || b.input || b.owner == 0 || !gh_pool_share()) return;
-  for (const auto& g : pool.begins)
-    if (g.serial == b.owner) return;  /* its capture is still underway */
-  b.owner = 0;
-  b.kept = false;
-  b.captures_only = true;
-  gh_pool_log("free %p: an output after its graph's end, for later captures", p);
-}
-
 /* Under P.mu: begin g of pool `id` has seen its capture. */
 void gh_capture_seen(gh_pools& P, const gh_mempool_id& id, gh_begin& g) {
   if (g.captured) return;
   g.captured = true;
-  gh_own_held(P, id, g.serial, true);
+  gh_own_held(P, id, g.serial);
 }
 
 /* Under P.mu: the begin of `pool` whose filter takes `stream`, or null. */
@@ -357,14 +334,13 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
     auto r = pool.reusable.lower_bound({(uintptr_t)stream, want});
     for (; fits(r); ++r) {
       const uint64_t o = P.blocks[r->second].owner;
-      if ((o == 0 && (capturing || !P.blocks[r->second].captures_only)) || (capturing && o == owner)) break;
+      if (o == 0 || (capturing && o == owner)) break;
     }
     if (fits(r)) {
       *out = r->second;
       gh_block& b = P.blocks[r->second];
       b.freed = false;
       b.held = true;
-      b.captures_only = false;
       if (capturing) b.owner = owner;
       pool.reusable.erase(r);
       gh_pool_log("again %p %zu (block %zu) stream %p pool %llu,%llu%s", *out, want, b.size, stream,
@@ -376,7 +352,7 @@ int gh_pool_alloc(ptrdiff_t size, int device, gh_stream_t stream, bool* served, 
   const int rc = _gh_torch_pool_block(size, device, &p);
   if (rc != GH_OK) return rc;
   std::lock_guard<std::mutex> g(P.mu);
-  P.blocks[p] = gh_block{want, stream, id, true, false, false, false, owner, false, false, false};
+  P.blocks[p] = gh_block{want, stream, id, true, false, false, false, owner, false};
   P.n_blocks.store(P.blocks.size(), std::memory_order_release);
   P.pools[id].blocks++;
   *out = p;
@@ -419,8 +395,6 @@ bool gh_pool_free(void* ptr, gh_stream_t stream) {
         k.kept = false;
         gh_pool_log("free %p: dead in a later capture, its temporary", ptr);
       }
-    } else if (!capturing && !it->second.adopted && pit != P.pools.end()) {
-      gh_dead_output(pit->second, it->first, it->second);
     }
     gh_pool_log("free %p%s%s", ptr, it->second.adopted ? " (adopted: kept)" : it->second.shared ? " (shared)" : "",
                 capturing ? " (capture)" : " (no capture)");
@@ -523,7 +497,7 @@ extern "C" void gh_torch_end_allocate_to_pool(int device, gh_mempool_id id) {
     gh_begin done = std::move(pool.begins.front());
     pool.begins.erase(pool.begins.begin());
     if (done.captured) {
-      gh_own_held(P, id, done.serial, false);
+      gh_own_held(P, id, done.serial);
       const bool share = gh_pool_share();
       for (auto r = pool.reusable.begin(); r != pool.reusable.end();) {
         gh_block& b = P.blocks[r->second];
@@ -654,10 +628,7 @@ extern "C" int gh_torch_pool_adopt(unsigned long long id0, unsigned long long id
     for (auto it : done) {
       it->second.adopted = false;
       gh_pool_log("adopt: %p given up%s", it->first, it->second.held ? " (held)" : "");
-      if (it->second.held) continue;
-      if (pit != P.pools.end() && P.active.load(std::memory_order_acquire) == 0)
-        gh_dead_output(pit->second, it->first, it->second);
-      retired |= gh_block_done(P, it);
+      if (!it->second.held) retired |= gh_block_done(P, it);
     }
     pit = P.pools.find(id);
     for (size_t i = 0; i < n; i++) {
@@ -684,12 +655,7 @@ extern "C" int gh_torch_pool_unadopt(const void* ptr) {
       return _gh_error(GH_ERR_INVAL, "gh_torch_pool_unadopt: %p is not an adopted block of a graph pool", ptr);
     it->second.adopted = false;
     gh_pool_log("unadopt %p%s", ptr, it->second.held ? " (held)" : "");
-    if (!it->second.held) {
-      auto pit = P.pools.find(it->second.pool);
-      if (pit != P.pools.end() && P.active.load(std::memory_order_acquire) == 0)
-        gh_dead_output(pit->second, it->first, it->second);
-      retired = gh_block_done(P, it);
-    }
+    if (!it->second.held) retired = gh_block_done(P, it);
   }
   if (retired) gh_give_back_retired();
   return GH_OK;

@@ -108,7 +108,7 @@ class TestPoolReplay(unittest.TestCase):
         self.assertEqual(r["split"]["pool_bytes"], 32 * MiB)  # split in two, merged, taken whole
         self.assertEqual(r["rules"]["pool_bytes"], 64 * MiB)
 
-    def test_other_streams_and_inputs_are_not_taken(self):
+    def test_other_streams_and_kept_blocks_are_not_taken(self):
         text = log(
             "begin pool 0,1 (active 1, uses 1)",                  # a warm-up
             f"new 0x90 {32 * MiB} stream 0x1 pool 0,1 owner 0",   # an input copy: held at the capture's start
@@ -119,7 +119,7 @@ class TestPoolReplay(unittest.TestCase):
             "free 0xb0",                                           # a temporary of stream 0x2
             "end pool 0,1 (active 0)",
             "free 0x90",                                           # the input: stays the graph's
-            "free 0xa0",                                           # the output, dropped after: a later capture's
+            "free 0xa0",                                           # the output, dropped after: the same
             "begin pool 0,1 (active 1, uses 3)",
             f"new 0xc0 {16 * MiB} stream 0x1 pool 0,1 owner 3",
             f"new 0xd0 {16 * MiB} stream 0x1 pool 0,1 owner 3",
@@ -128,7 +128,7 @@ class TestPoolReplay(unittest.TestCase):
         rc, r, err = self.run_main(self.write(text), "--check")
         self.assertEqual(rc, 0, err)
         self.assertEqual(r["rules"]["pool_bytes"], 144 * MiB)
-        self.assertEqual(r["split"]["pool_bytes"], 112 * MiB)  # 0xa0 in two; 0x90 and 0xb0 untouched
+        self.assertEqual(r["split"]["pool_bytes"], 144 * MiB)  # 0x90, 0xa0 and 0xb0 untouched
 
     def test_a_choice_unlike_the_log_is_reported(self):
         text = CALLABLES.replace(f"again 0xa0 {32 * MiB} (block {32 * MiB}) stream 0x1 pool 0,1",
@@ -151,29 +151,28 @@ class TestPoolReplay(unittest.TestCase):
         self.assertIn("keep made another choice", err)
 
     def test_warm_ups_and_freed_outputs(self):
-        # CUDA graph trees' shape: an output dropped after its graph goes
-        # to a later capture, not to a warm-up; a block only a warm-up used
-        # goes to anything
+        # CUDA graph trees' shape: an output dropped after its graph stays
+        # its graph's; a block only a warm-up used goes to anything. The
+        # outputs policy gives the output to the later capture
         text = log(
             "begin pool 0,1 (active 1, uses 1)",
             f"new 0xa0 {32 * MiB} stream 0x1 pool 0,1 owner 1",
             "end pool 0,1 (active 0)",
-            "free 0xa0: an output after its graph's end, for later captures",
-            "free 0xa0",
+            "free 0xa0 (no capture)",
             "begin pool 0,1 (active 1, uses 2)",
             f"new 0xb0 {32 * MiB} stream 0x1 pool 0,1 owner 0",
-            "free 0xb0",
+            "free 0xb0 (no capture)",
             "end pool 0,1 (active 0)",
             "begin pool 0,1 (active 1, uses 3)",
-            f"again 0xa0 {32 * MiB} (block {32 * MiB}) stream 0x1 pool 0,1",
             f"again 0xb0 {32 * MiB} (block {32 * MiB}) stream 0x1 pool 0,1",
+            f"new 0xc0 {32 * MiB} stream 0x1 pool 0,1 owner 3",
             "end pool 0,1 (active 0)")
         rc, r, err = self.run_main(self.write(text, "warm.log"), "--check")
         self.assertEqual(rc, 0, err)
-        self.assertEqual(r["rules"]["pool_bytes"], 64 * MiB)
-        self.assertEqual(r["before_outputs"]["pool_bytes"], 96 * MiB)  # 0xa0 kept by its graph
-        rc, r, err = self.run_main(self.write(text, "warm.log"), "--check", "before_outputs")
-        self.assertEqual((rc, r["before_outputs"]["choices_unlike_log"]), (1, 2))  # 0xb0 first, then a new block
+        self.assertEqual(r["rules"]["pool_bytes"], 96 * MiB)
+        self.assertEqual(r["outputs"]["pool_bytes"], 64 * MiB)  # 0xa0, then 0xb0, to the last capture
+        rc, r, err = self.run_main(self.write(text, "warm.log"), "--check", "outputs")
+        self.assertEqual((rc, r["outputs"]["choices_unlike_log"]), (1, 2))
 
     def test_logs_it_cannot_read_are_refused(self):
         text = log("begin pool 0,1 (active 1, uses 1)", f"new 0xa0 {MiB} stream 0x1 pool 0,1")  # no owner

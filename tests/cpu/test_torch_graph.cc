@@ -288,8 +288,7 @@ static void shared_temporaries() {
   void* b1 = alloc(2 * MiB, CAP);
   void* b2 = alloc(2 * MiB, CAP);
   CHECK(share ? b1 == tmp_a : b1 != tmp_a);
-  CHECK(share ? b2 == out_a : b2 != out_a);      /* A's output, dead after A: a later capture's */
-  for (void* b : {b1, b2}) CHECK(b != in && b != nullptr);  /* A's input: A's for good */
+  for (void* b : {b1, b2}) CHECK(b != out_a && b != in && b != nullptr);
   CHECK(b2 != tmp_a);
   gh_torch_free(b1, 2 * MiB, 0, CAP);            /* B's temporary */
   capture_end(gp);                               /* b2: B's output, held */
@@ -307,7 +306,7 @@ static void shared_temporaries() {
   capture_end(gp);
   const counts k = pool_counts();
   std::printf("temporaries %s: %zu blocks in the pool\n", share ? "shared" : "kept", k.blocks);
-  CHECK(k.blocks == (share ? 3u : 6u));          /* in, tmp_a, out_a (b2); and b1, b2 and w apart */
+  CHECK(k.blocks == (share ? 4u : 6u));          /* in, tmp_a, out_a, b2; and b1 and w apart */
   gh_torch_free(b2, 2 * MiB, 0, CAP);
   for (int i = 0; i < 5; i++) gh_torch_release_pool(0, gp);  /* two warm-ups, three graphs */
   CHECK(pool_counts().blocks == 0 && pool_counts().retired == 0);
@@ -320,8 +319,7 @@ static void shared_temporaries() {
  * any later capture's, as PyTorch's pools have it. Where the pool has seen
  * a warm-up (CUDA graph trees), the same free leaves it the forward's
  * graph's: run 9's input copy was freed just so. The output, freed with no
- * capture underway, goes to later captures either way (kept with
- * GPUHEAP_POOL_SHARE=0). */
+ * capture underway, stays the forward's either way. */
 static void dead_in_later_capture(bool warmed) {
   const gh_mempool_id gc{warmed ? 41u : 40u, 0};
   if (warmed) {  /* a warm-up allocating to the pool with no capture */
@@ -347,8 +345,7 @@ static void dead_in_later_capture(bool warmed) {
   capture_begin(gc, cap_filter());              /* a later capture */
   void* c1 = alloc(2 * MiB, CAP);
   void* c2 = alloc(2 * MiB, CAP);
-  for (void* c : {c1, c2}) CHECK(c != grad && c != nullptr);
-  CHECK(share ? (c1 == out || c2 == out) : (c1 != out && c2 != out));
+  for (void* c : {c1, c2}) CHECK(c != out && c != grad && c != nullptr);
   if (freed_shares) CHECK(c1 == saved || c2 == saved);
   if (!share || warmed) CHECK(c1 != saved && c2 != saved);
   if (share && warmed) CHECK(c1 == tmp || c2 == tmp);  /* the backward's own temporary */
@@ -368,8 +365,7 @@ static void dead_in_later_capture(bool warmed) {
  * copy, held while its capture runs and freed after (the recording's
  * storage dies; its replays' outputs over it have no deleter), is that
  * graph's: another function's recording must not get it. An input copy
- * freed in the capture that reads it is given again in that capture only.
- * The forward's output, freed after its recording, is a later one's. */
+ * freed in the capture that reads it is given again in that capture only. */
 static void trees_input_copies() {
   const gh_mempool_id gt{21, 0};
   auto warm = [&](bool begin) { warm_up(gt, begin); };  /* the trees' allocations of input copies: no capture */
@@ -392,15 +388,14 @@ static void trees_input_copies() {
   CHECK(out == xc);                             /* in its own capture: given again */
   CHECK(out != xf);                             /* the forward's input copy: never */
   void* tmp = alloc(2 * MiB, CAP);
-  CHECK(share ? tmp == act : tmp != act);       /* the forward's output, dead */
-  CHECK(tmp != nullptr);
+  CHECK(tmp != act && tmp != nullptr);
   gh_torch_free(tmp, 2 * MiB, 0, CAP);
   capture_end(gt);
-  capture_begin(gt, cap_filter());              /* a third recording gets neither input copy */
+  capture_begin(gt, cap_filter());              /* a third recording gets none of them */
   void* third = alloc(512 * 1024, CAP);
   void* third2 = alloc(2 * MiB, CAP);
-  CHECK(third != xf && third != xc && third != nullptr);
-  CHECK(share ? third2 == tmp : (third2 != tmp && third2 != act));  /* the second recording's temporary */
+  CHECK(third != xf && third != xc && third2 != act);
+  CHECK(share ? third2 == tmp : third2 != tmp);  /* the second recording's temporary */
   gh_torch_free(third, 512 * 1024, 0, CAP);
   gh_torch_free(third2, 2 * MiB, 0, CAP);
   capture_end(gt);
@@ -410,49 +405,48 @@ static void trees_input_copies() {
   CHECK(block_state(xf) == -1 && k.blocks == 0 && k.retired == 0);
 }
 
-/* An output a graph kept (made in its capture, held at its end) that the
- * program frees after that end, with no capture underway on the freeing
- * stream, goes to later captures of the pool, as PyTorch's pools give it
- * (CUDA graph trees track their outputs): not to warm-ups, and not the
- * graph's inputs. A checkpoint restore's adoption takes such a block back
- * out until it is given up; a capture that runs while it is adopted may
- * read it (an input), so keeps it. A free on a stream capturing another
- * pool's graph leaves it its graph's. GPUHEAP_POOL_SHARE=0 keeps all of
- * them. */
+/* An output a graph kept (made in its capture, held at its end) stays
+ * that graph's once the program drops it, whichever way it goes: a free
+ * with no capture underway, a checkpoint restore's adoption given up, a
+ * free in another pool's capture. CUDA graph trees' replays make storages
+ * over such blocks that no allocator sees, and at device visit 38 giving
+ * them to later captures, as PyTorch's pools do, made gpu_edges.py's
+ * compile_mid compute wrong gradients (bench/results/logs-visit38/). So do
+ * the graph's inputs (the trees' input copies). Blocks only warm-ups used
+ * go to anything; a capture's temporaries to later captures. */
 static void outputs_after_their_graph() {
   const gh_mempool_id go{51, 0}, other{52, 0};
   const size_t H = MiB / 2, M3 = 3 * MiB / 2;   /* sizes no quarter apart */
   auto warm = [&](bool begin) { warm_up(go, begin); };
   warm(true);
-  void* in = alloc(H, CAP);               /* an input copy */
+  void* in = alloc(H, CAP);                     /* an input copy */
   warm(false);
   capture_begin(go, cap_filter());              /* graph A */
   void* out = alloc(MiB, CAP);
   void* out2 = alloc(M3, CAP);
   capture_end(go);
-  gh_torch_free(out, MiB, 0, CAP);          /* dead after A */
+  gh_torch_free(out, MiB, 0, CAP);              /* dropped after A */
   gh_torch_free(in, H, 0, CAP);
   CHECK(block_state(out) == GH_POOL_BLOCK_FREED && block_state(in) == GH_POOL_BLOCK_FREED);
   warm(true);
-  void* w = alloc(MiB, CAP);                /* a warm-up: never a graph's output */
+  void* w = alloc(MiB, CAP);                    /* a warm-up gets neither */
   void* wi = alloc(H, CAP);
   CHECK(w != out && w != nullptr && wi != in && wi != nullptr);
   gh_torch_free(w, MiB, 0, CAP);
   gh_torch_free(wi, H, 0, CAP);
   warm(false);
-  capture_begin(go, cap_filter());              /* graph B */
+  capture_begin(go, cap_filter());              /* graph B gets neither */
   void* b1 = alloc(MiB, CAP);
   void* b2 = alloc(MiB, CAP);
   void* bi = alloc(H, CAP);
-  CHECK(share ? b1 == out : (b1 != out && b2 != out));  /* out first: freed before w */
-  CHECK(b1 == w || b2 == w);                    /* (a block only warm-ups used goes to anything) */
-  CHECK(bi != in && bi == wi);                  /* A's input: A's for good */
+  CHECK(b1 == w && b2 != out && b2 != nullptr);  /* (a block only warm-ups used goes to anything) */
+  CHECK(bi == wi);
   capture_end(go);                              /* b1, b2, bi: B's outputs */
   gh_torch_free(b1, MiB, 0, CAP);
   gh_torch_free(b2, MiB, 0, CAP);
   gh_torch_free(bi, H, 0, CAP);
-  /* A checkpoint restore adopts A's other output, dead already: live
-   * again, so graph C's input. */
+  /* A checkpoint restore adopts A's other output and gives it up; the
+   * same for B's first. */
   gh_torch_free(out2, M3, 0, CAP);
   CHECK(gh_torch_pool_adopt(go.first, go.second, (const uintptr_t*)&out2, 1) == GH_OK);
   CHECK(block_state(out2) == GH_POOL_BLOCK_ADOPTED);
@@ -462,8 +456,7 @@ static void outputs_after_their_graph() {
   gh_torch_free(c, M3, 0, CAP);                 /* C's temporary */
   capture_end(go);
   CHECK(gh_torch_pool_unadopt(out2) == GH_OK);
-  /* B's output adopted and given up with no capture between: a later
-   * capture's again. */
+  CHECK(block_state(out2) == GH_POOL_BLOCK_FREED);
   CHECK(gh_torch_pool_adopt(go.first, go.second, (const uintptr_t*)&b1, 1) == GH_OK);
   CHECK(gh_torch_pool_unadopt(b1) == GH_OK);
   capture_begin(go, cap_filter());              /* graph D */
@@ -471,12 +464,12 @@ static void outputs_after_their_graph() {
   void* d2 = alloc(M3, CAP);
   void* dm1 = alloc(MiB, CAP);
   void* dm2 = alloc(MiB, CAP);
-  CHECK(d1 != out2 && d2 != out2);              /* C's input for good */
+  CHECK(d1 != out2 && d2 != out2);
   CHECK(share ? (d1 == c || d2 == c) : (d1 != c && d2 != c));
-  CHECK(share ? (dm1 == b1 || dm2 == b1) : (dm1 != b1 && dm2 != b1));
+  for (void* d : {dm1, dm2}) CHECK(d != b1 && d != b2 && d != out && d != nullptr);
   capture_end(go);                              /* d1, d2, dm1, dm2: D's outputs */
   capture_begin(other, cap_filter());           /* another pool's capture on the stream */
-  gh_torch_free(d1, M3, 0, CAP);           /* read by that graph, then freed in it */
+  gh_torch_free(d1, M3, 0, CAP);                /* read by that graph, then freed in it */
   capture_end(other);
   gh_torch_free(d2, M3, 0, CAP);
   gh_torch_free(dm1, MiB, 0, CAP);
@@ -484,14 +477,13 @@ static void outputs_after_their_graph() {
   capture_begin(go, cap_filter());              /* graph E */
   void* e1 = alloc(M3, CAP);
   void* e2 = alloc(M3, CAP);
-  CHECK(e1 != d1 && e2 != d1 && e1 != nullptr && e2 != nullptr);
-  CHECK(share ? (e1 == d2 || e2 == d2) : (e1 != d2 && e2 != d2));
+  for (void* e : {e1, e2}) CHECK(e != d1 && e != d2 && e != out2 && e != nullptr);
   gh_torch_free(e1, M3, 0, CAP);
   gh_torch_free(e2, M3, 0, CAP);
   capture_end(go);
   const counts k = pool_counts();
   std::printf("outputs after their graph (%s): %zu blocks in the pools\n", share ? "shared" : "kept", k.blocks);
-  CHECK(k.blocks == (share ? 8u : 13u));  /* in, out, out2, w, wi, c, d2, e2; b2, d1, dm1, dm2, e1 apart */
+  CHECK(k.blocks == (share ? 12u : 13u));       /* with share, D's first block is C's temporary */
   gh_torch_release_pool(0, other);
   for (int i = 0; i < 7; i++) gh_torch_release_pool(0, go);  /* two warm-ups, five graphs */
   CHECK(pool_counts().blocks == 0 && pool_counts().retired == 0);
