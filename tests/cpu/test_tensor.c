@@ -3132,6 +3132,12 @@ static gh_tmgr_t* make_heap_tm_with(size_t heap_mib, size_t max_mib, size_t dev_
                                  host_mib * MiB / GH_SIM_FRAME_BYTES + 4) == GH_OK);
   return tm;
 }
+/* A sim manager checked, destroyed, and its frames all gone. */
+static void heap_tm_destroy(gh_tmgr_t* tm) {
+  CHECK(_gh_tmgr_check(tm) == GH_OK);
+  CHECK(gh_tmgr_destroy(tm) == GH_OK);
+  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+}
 static gh_tmgr_t* make_heap_tm(size_t heap_mib, size_t host_mib) {
   return make_heap_tm_with(heap_mib, 32, 64, host_mib, 0);
 }
@@ -3349,9 +3355,7 @@ static void heap_threads(size_t ops) {
    * next allocation of the class); those in grown frames were taken back. */
   CHECK_EQ_U64(hs.bytes_in_use, 0);
   CHECK_EQ_U64(hs.pages_free + hs.pages_pinned, hs.pages_total);
-  CHECK(_gh_tmgr_check(tm) == GH_OK);
-  CHECK(gh_tmgr_destroy(tm) == GH_OK);
-  CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+  heap_tm_destroy(tm);
 }
 
 /* GH_TMGR_GROW_ON_DEMAND: with no gh_heap_maintain at all, allocations
@@ -3410,9 +3414,7 @@ static void grow_on_demand(size_t ops) {
       CHECK(pat_check(big, 0, 12 * MiB, 7) == SIZE_MAX);
     }
     gh_cpu_free(ch, big);
-    CHECK(_gh_tmgr_check(tm) == GH_OK);
-    CHECK(gh_tmgr_destroy(tm) == GH_OK);
-    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+    heap_tm_destroy(tm);
   }
   {
     /* Device budget 16 MiB: 4 of the heap, 12 of tensors; host budget 4 MiB. */
@@ -3442,9 +3444,7 @@ static void grow_on_demand(size_t ops) {
     if (t) CHECK(pat_check(t, 0, 12 * MiB, 9) == SIZE_MAX);
     for (size_t i = 0; i < nb; i++) gh_cpu_free(ch, b[i]);
     CHECK(gh_tensor_free(tm, t, NULL) == GH_OK);
-    CHECK(_gh_tmgr_check(tm) == GH_OK);
-    CHECK(gh_tmgr_destroy(tm) == GH_OK);
-    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+    heap_tm_destroy(tm);
   }
   {
     /* A growth whose map the driver refuses: the request denied (NULL),
@@ -3473,9 +3473,7 @@ static void grow_on_demand(size_t ops) {
     for (int i = 0; i < 4; i++) CHECK(b[i] && pat_check(b[i], 0, MiB, 700 + (uint64_t)i) == SIZE_MAX);
     for (int i = 0; i < 4; i++) gh_cpu_free(ch, b[i]);
     gh_cpu_free(ch, more);
-    CHECK(_gh_tmgr_check(tm) == GH_OK);
-    CHECK(gh_tmgr_destroy(tm) == GH_OK);
-    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+    heap_tm_destroy(tm);
   }
   {
     /* A run longer than one growth step (64 frames) where the budgets hold
@@ -3495,9 +3493,7 @@ static void grow_on_demand(size_t ops) {
     void* b = gh_cpu_malloc_grow(ch, 100 * MiB);  /* fits the grown heap */
     CHECK(b != NULL);
     gh_cpu_free(ch, b);
-    CHECK(_gh_tmgr_check(tm) == GH_OK);
-    CHECK(gh_tmgr_destroy(tm) == GH_OK);
-    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+    heap_tm_destroy(tm);
   }
   {
     gh_tmgr_t* tm = make_heap_tm_with(2, 64, 96, 64, GH_TMGR_GROW_ON_DEMAND);
@@ -3526,9 +3522,7 @@ static void grow_on_demand(size_t ops) {
     CHECK(s.heap_grow_asks > 0);
     CHECK_EQ_U64(s.heap_grow_denied, 0);
     CHECK_EQ_U64(hs.bytes_in_use, 0);
-    CHECK(_gh_tmgr_check(tm) == GH_OK);
-    CHECK(gh_tmgr_destroy(tm) == GH_OK);
-    CHECK_EQ_U64(_gh_frames_sim_live_total(), 0);
+    heap_tm_destroy(tm);
   }
   {
     /* The channel's word refused by the provider (the first word a
