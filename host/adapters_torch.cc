@@ -379,7 +379,9 @@ bool gh_pool_free(void* ptr, gh_stream_t stream) {
      * free, at every replay). */
     auto pit = P.pools.find(it->second.pool);
     gh_begin* b = pit != P.pools.end() ? gh_begin_for(pit->second, stream) : nullptr;
-    const bool capturing = gh_stream_capturing(stream);  /* (this pool's capture or another's) */
+    /* (this pool's capture or another's; asked only where it matters: a
+     * begin of this pool takes the stream, or the log says it) */
+    const bool capturing = (b || gh_pool_logging()) && gh_stream_capturing(stream);
     if (b && capturing) {
       gh_capture_seen(P, it->second.pool, *b);
       gh_block& k = it->second;
